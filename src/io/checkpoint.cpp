@@ -1,0 +1,166 @@
+#include "io/checkpoint.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "stepmix/error.hpp"
+
+namespace stepmix {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+json read_json_file(const std::string& path, const std::string& component) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(component, path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    throw Error(component, path + ": not valid JSON: " + e.what());
+  }
+}
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::vector<std::string> list_files(const std::string& folder, const std::string& suffix) {
+  std::vector<std::string> out;
+  for (const auto& entry : fs::directory_iterator(folder))
+    if (entry.is_regular_file() && ends_with(entry.path().filename().string(), suffix))
+      out.push_back(entry.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TensorStore TensorStore::open_folder(const std::string& folder, const SafetensorsLimits& limits) {
+  TensorStore store;
+  store.folder_ = folder;
+  const auto indexes = list_files(folder, ".safetensors.index.json");
+  if (indexes.size() > 1)
+    throw Error("checkpoint", folder + ": " + std::to_string(indexes.size()) +
+                                  " *.safetensors.index.json files; expected at most one");
+
+  if (indexes.empty()) {
+    // Unsharded: every *.safetensors in the folder, names must be unique.
+    const auto shards = list_files(folder, ".safetensors");
+    if (shards.empty()) throw Error("checkpoint", folder + ": no *.safetensors file");
+    for (const auto& path : shards) {
+      store.files_.push_back(SafetensorsFile::open(path, limits));
+      for (const auto& [name, view] : store.files_.back()->tensors()) {
+        auto [it, inserted] = store.index_.emplace(name, &view);
+        if (!inserted)
+          throw Error("checkpoint", folder + ": tensor '" + name + "' is in both " + it->second->file + " and " +
+                                        path);
+      }
+    }
+    return store;
+  }
+
+  const std::string& index_path = indexes.front();
+  store.index_file_ = index_path;
+  const json index = read_json_file(index_path, "checkpoint");
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+    throw Error("checkpoint", index_path + ": weight_map: expected an object {tensor name: shard file}");
+  std::map<std::string, std::shared_ptr<const SafetensorsFile>> shards;
+  for (const auto& [name, shard_json] : index["weight_map"].items()) {
+    if (!shard_json.is_string())
+      throw Error("checkpoint", index_path + ": weight_map." + name + ": expected a shard file name");
+    const std::string shard = shard_json.get<std::string>();
+    // Shards live beside the index: no directories, no escapes.
+    if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos ||
+        shard == "." || shard == ".." || !ends_with(shard, ".safetensors"))
+      throw Error("checkpoint", index_path + ": weight_map." + name + ": '" + shard +
+                                    "' is not a *.safetensors file name in the same folder");
+    auto it = shards.find(shard);
+    if (it == shards.end()) {
+      it = shards.emplace(shard, SafetensorsFile::open((fs::path(folder) / shard).string(), limits)).first;
+      store.files_.push_back(it->second);
+    }
+    const TensorView* view = it->second->find(name);
+    if (!view)
+      throw Error("checkpoint", index_path + ": weight_map names tensor '" + name + "' in " + shard +
+                                    ", which does not hold it");
+    store.index_.emplace(name, view);
+  }
+  // A tensor the index does not list would be silently invisible: refuse it.
+  for (const auto& file : store.files_)
+    for (const auto& [name, view] : file->tensors()) {
+      auto it = store.index_.find(name);
+      if (it == store.index_.end())
+        throw Error("checkpoint", index_path + ": tensor '" + name + "' in " + file->path() +
+                                      " is missing from weight_map");
+      if (it->second != &view)
+        throw Error("checkpoint", index_path + ": tensor '" + name + "' is in " + file->path() +
+                                      " but the index maps it to another shard");
+    }
+  return store;
+}
+
+const TensorView* TensorStore::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : it->second;
+}
+
+const TensorView& TensorStore::get(const std::string& name) const {
+  if (const TensorView* v = find(name)) return *v;
+  throw Error("checkpoint", folder_ + ": tensor '" + name + "' not found");
+}
+
+std::vector<std::string> TensorStore::names() const {
+  std::vector<std::string> out;
+  out.reserve(index_.size());
+  for (const auto& [name, _] : index_) out.push_back(name);
+  return out;
+}
+
+namespace {
+bool is_transformer_folder(const fs::path& p) {
+  return fs::is_regular_file(p / "config.json") && !list_files(p.string(), ".safetensors").empty();
+}
+std::optional<std::string> optional_file(const fs::path& p) {
+  if (fs::is_regular_file(p)) return p.string();
+  return std::nullopt;
+}
+}  // namespace
+
+ModelDirectory ModelDirectory::open(const std::string& path) {
+  const fs::path root(path);
+  if (!fs::exists(root)) throw Error("checkpoint", path + ": no such directory");
+  if (!fs::is_directory(root)) throw Error("checkpoint", path + ": not a directory");
+  ModelDirectory dir;
+  dir.root = path;
+  if (is_transformer_folder(root / "transformer")) {
+    dir.transformer_dir = (root / "transformer").string();
+  } else if (is_transformer_folder(root)) {
+    dir.transformer_dir = root.string();
+  } else {
+    throw Error("checkpoint", path + ": expected a Diffusers model directory (transformer/config.json and "
+                                     "transformer/*.safetensors) or a transformer folder (config.json and "
+                                     "*.safetensors)");
+  }
+  dir.config_path = (fs::path(dir.transformer_dir) / "config.json").string();
+  dir.config = read_json_file(dir.config_path, "config");
+  if (!dir.config.is_object()) throw Error("config", dir.config_path + ": expected a JSON object");
+
+  // Root-level files only exist for a full model directory.
+  const bool full = dir.transformer_dir != root.string();
+  if (full) {
+    dir.model_index_path = optional_file(root / "model_index.json");
+    if (dir.model_index_path) dir.model_index = read_json_file(*dir.model_index_path, "config");
+    dir.scheduler_config_path = optional_file(root / "scheduler" / "scheduler_config.json");
+    dir.tokenizer_path = optional_file(root / "text_tokenizer" / "tokenizer.json");
+    if (!dir.tokenizer_path) dir.tokenizer_path = optional_file(root / "tokenizer" / "tokenizer.json");
+    dir.hf_quant_config_path = optional_file(root / "hf_quant_config.json");
+  }
+  return dir;
+}
+
+}  // namespace stepmix

@@ -1,0 +1,64 @@
+// Diffusers model directories and (possibly sharded) transformer weights.
+//
+//   MODEL_DIR/model_index.json                       optional
+//   MODEL_DIR/transformer/config.json                the model + quantization_config
+//   MODEL_DIR/transformer/*.safetensors              weights, maybe sharded through
+//   MODEL_DIR/transformer/*.safetensors.index.json   {"weight_map": {tensor: shard}}
+//   MODEL_DIR/scheduler/scheduler_config.json        optional
+//   MODEL_DIR/text_tokenizer/tokenizer.json          optional (tokenizer/ as fallback)
+// A directory that is itself a transformer folder (config.json + safetensors)
+// loads too.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.hpp"
+
+namespace stepmix {
+
+// Read a JSON file; errors name the file and the parse position.
+nlohmann::json read_json_file(const std::string& path, const std::string& component);
+
+// All tensors of one transformer folder, across shards. Names resolve through
+// the index when there is one, so a scale may live in another shard than its
+// weight.
+class TensorStore {
+ public:
+  static TensorStore open_folder(const std::string& folder, const SafetensorsLimits& limits = {});
+
+  const TensorView* find(const std::string& name) const;
+  const TensorView& get(const std::string& name) const;  // throws naming the folder
+  bool contains(const std::string& name) const { return find(name) != nullptr; }
+  std::vector<std::string> names() const;  // sorted
+  std::size_t size() const { return index_.size(); }
+  const std::vector<std::shared_ptr<const SafetensorsFile>>& files() const { return files_; }
+  const std::string& folder() const { return folder_; }
+  std::optional<std::string> index_file() const { return index_file_; }
+
+ private:
+  std::string folder_;
+  std::optional<std::string> index_file_;
+  std::vector<std::shared_ptr<const SafetensorsFile>> files_;
+  std::map<std::string, const TensorView*> index_;
+};
+
+struct ModelDirectory {
+  std::string root;             // as given by the user
+  std::string transformer_dir;  // folder holding config.json + weights
+  std::string config_path;
+  nlohmann::json config;        // transformer/config.json
+  std::optional<std::string> model_index_path;
+  nlohmann::json model_index;   // null when absent
+  std::optional<std::string> scheduler_config_path;
+  std::optional<std::string> tokenizer_path;
+  std::optional<std::string> hf_quant_config_path;
+
+  static ModelDirectory open(const std::string& path);
+};
+
+}  // namespace stepmix

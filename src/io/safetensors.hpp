@@ -1,0 +1,79 @@
+// safetensors reading (memory-mapped, zero-copy, fully validated) and writing.
+//
+// File layout: u64 little-endian header length N, N bytes of JSON, then the
+// data area. Every header entry except "__metadata__" is
+//   {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}
+// with offsets relative to the start of the data area.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace stepmix {
+
+// Limits checked before anything is allocated or mapped.
+struct SafetensorsLimits {
+  std::uint64_t max_header_bytes = 256ull << 20;  // 256 MiB of JSON
+  std::size_t max_tensors = 1u << 20;
+  int max_rank = 8;
+};
+
+class SafetensorsFile {
+ public:
+  // Maps `path` read-only and validates the header; throws stepmix::Error
+  // naming the file, the tensor and the problem.
+  static std::shared_ptr<const SafetensorsFile> open(const std::string& path,
+                                                     const SafetensorsLimits& limits = {});
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
+  // Throws if absent.
+  const TensorView& get(const std::string& name) const;
+  const TensorView* find(const std::string& name) const;
+  // Sorted by name.
+  std::vector<std::string> names() const;
+  const std::map<std::string, TensorView>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  SafetensorsFile() = default;
+  std::string path_;
+  void* map_ = nullptr;
+  std::size_t map_size_ = 0;
+  std::map<std::string, TensorView> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// One tensor to write: bytes are copied as given (little-endian).
+struct TensorToWrite {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<std::byte> bytes;
+};
+
+// Helpers to build TensorToWrite from typed data.
+TensorToWrite make_tensor_f32(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v);
+TensorToWrite make_tensor_raw(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
+                              std::size_t nbytes);
+
+// Writes a safetensors file: tensors ordered by element size (largest first),
+// then name, header padded with spaces to a multiple of 8. The file is written
+// under a temporary name and renamed into place, so an interrupted write never
+// leaves a partial file at `path`.
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// Writes `contents` to `path` atomically (temporary file + rename).
+void write_file_atomic(const std::string& path, const std::string& contents);
+
+}  // namespace stepmix
