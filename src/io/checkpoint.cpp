@@ -61,6 +61,7 @@ TensorStore TensorStore::open_folder(const std::string& folder, const Safetensor
                                         path);
       }
     }
+    store.strip_model_prefix();
     return store;
   }
 
@@ -101,7 +102,22 @@ TensorStore TensorStore::open_folder(const std::string& folder, const Safetensor
         throw Error("checkpoint", index_path + ": tensor '" + name + "' is in " + file->path() +
                                       " but the index maps it to another shard");
     }
+  store.strip_model_prefix();
   return store;
+}
+
+void TensorStore::strip_model_prefix() {
+  static const std::string prefix = "model.";
+  std::map<std::string, const TensorView*> canonical;
+  for (const auto& [name, view] : index_) {
+    const bool prefixed = name.compare(0, prefix.size(), prefix) == 0;
+    const std::string key = prefixed ? name.substr(prefix.size()) : name;
+    auto [it, inserted] = canonical.emplace(key, view);
+    if (!inserted)
+      throw Error("checkpoint", folder_ + ": tensors '" + it->second->name + "' and '" + view->name +
+                                    "' both name '" + key + "' once the leading 'model.' is removed");
+  }
+  index_ = std::move(canonical);
 }
 
 const TensorView* TensorStore::find(const std::string& name) const {

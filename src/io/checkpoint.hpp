@@ -26,13 +26,15 @@ nlohmann::json read_json_file(const std::string& path, const std::string& compon
 
 // All tensors of one transformer folder, across shards. Names resolve through
 // the index when there is one, so a scale may live in another shard than its
-// weight.
+// weight. Some exports wrap every key under a leading "model."; the store
+// removes that one prefix so callers always see "layers.0....".
 class TensorStore {
  public:
   static TensorStore open_folder(const std::string& folder, const SafetensorsLimits& limits = {});
 
   const TensorView* find(const std::string& name) const;
   const TensorView& get(const std::string& name) const;  // throws naming the folder
+  // Names without the "model." prefix; TensorView::name keeps the stored name.
   bool contains(const std::string& name) const { return find(name) != nullptr; }
   std::vector<std::string> names() const;  // sorted
   std::size_t size() const { return index_.size(); }
@@ -41,6 +43,8 @@ class TensorStore {
   std::optional<std::string> index_file() const { return index_file_; }
 
  private:
+  void strip_model_prefix();
+
   std::string folder_;
   std::optional<std::string> index_file_;
   std::vector<std::shared_ptr<const SafetensorsFile>> files_;

@@ -1,0 +1,177 @@
+#include "io/safetensors.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "common/golden.hpp"
+#include "stepmix/error.hpp"
+
+namespace stepmix {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SafetensorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("stepmix_st_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A file with the given header text and `data_bytes` zero bytes of data.
+  std::string write_raw(const std::string& header, std::size_t data_bytes, std::size_t declared_len = SIZE_MAX) {
+    const std::string path = (dir_ / "f.safetensors").string();
+    std::ofstream out(path, std::ios::binary);
+    const uint64_t n = declared_len == SIZE_MAX ? header.size() : declared_len;
+    out.write(reinterpret_cast<const char*>(&n), 8);
+    out << header << std::string(data_bytes, '\0');
+    return path;
+  }
+
+  // Expects open() to throw with a message containing every fragment.
+  void expect_rejected(const std::string& path, std::initializer_list<std::string> fragments) {
+    try {
+      SafetensorsFile::open(path);
+      FAIL() << "accepted a malformed file";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("[safetensors] " + path), std::string::npos) << msg;
+      for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "missing '" << f << "' in: " << msg;
+    }
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(SafetensorsTest, WriteThenReadRoundTrip) {
+  const std::string path = (dir_ / "rt.safetensors").string();
+  const uint8_t codes[3] = {0x38, 0x7E, 0x80};
+  const uint16_t halves[2] = {0x3F80, 0xC000};
+  write_safetensors(path,
+                    {make_tensor_f32("b", {2, 2}, {1, 2, 3, 4}), make_tensor_raw("a", DType::F8_E4M3, {3}, codes, 3),
+                     make_tensor_raw("c", DType::BF16, {2}, halves, 4), make_tensor_f32("scalar", {}, {0.5f})},
+                    {{"format", "pt"}});
+  auto f = SafetensorsFile::open(path);
+  EXPECT_EQ(f->names(), (std::vector<std::string>{"a", "b", "c", "scalar"}));
+  EXPECT_EQ(f->metadata().at("format"), "pt");
+  const auto& b = f->get("b");
+  EXPECT_EQ(b.shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(b.as<float>()[3], 4.0f);
+  EXPECT_EQ(f->get("a").as<uint8_t>()[1], 0x7E);
+  EXPECT_EQ(f->get("c").as<uint16_t>()[1], 0xC000);
+  EXPECT_EQ(f->get("scalar").numel(), 1);
+  EXPECT_EQ(f->get("scalar").rank(), 0);
+  // Every tensor starts at a multiple of its element size.
+  for (const auto& [name, v] : f->tensors())
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype), 0u) << name;
+  EXPECT_FALSE(fs::exists(path + ".tmp." + std::to_string(::getpid())));
+  EXPECT_THROW(f->get("missing"), Error);
+}
+
+TEST_F(SafetensorsTest, ReadsEveryGoldenFile) {
+  for (const auto& entry : fs::recursive_directory_iterator(test::golden_path(""))) {
+    if (entry.path().extension() != ".safetensors") continue;
+    auto f = SafetensorsFile::open(entry.path().string());
+    EXPECT_FALSE(f->tensors().empty()) << entry.path();
+  }
+  auto w = SafetensorsFile::open(test::golden_path("transformer-fp8/diffusion_pytorch_model.safetensors"));
+  const auto& q = w->get("layers.0.self_attn.add_q_proj.weight");
+  EXPECT_EQ(q.dtype, DType::F8_E4M3);
+  EXPECT_EQ(q.shape, (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(w->get("layers.0.self_attn.add_q_proj.weight_scale").rank(), 0);
+}
+
+TEST_F(SafetensorsTest, RejectsFileShorterThanHeaderLength) {
+  const std::string path = (dir_ / "tiny.safetensors").string();
+  std::ofstream(path) << "abc";
+  expect_rejected(path, {"shorter than the 8-byte header length"});
+}
+
+TEST_F(SafetensorsTest, RejectsHeaderLengthPastEndOfFile) {
+  expect_rejected(write_raw("{}", 0, 4096), {"header length 4096 runs past the end of the file"});
+}
+
+TEST_F(SafetensorsTest, RejectsHugeHeaderLengthBeforeAllocating) {
+  expect_rejected(write_raw("{}", 0, uint64_t(1) << 62), {"exceeds the limit"});
+}
+
+TEST_F(SafetensorsTest, RejectsMalformedJson) {
+  expect_rejected(write_raw(R"({"a": {"dtype": "F32", )", 0), {"not valid JSON"});
+  expect_rejected(write_raw(R"([1, 2])", 0), {"must be a JSON object"});
+}
+
+TEST_F(SafetensorsTest, RejectsUnknownDtype) {
+  expect_rejected(write_raw(R"({"w": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", 8),
+                  {"tensor 'w'", "unknown dtype 'F64'"});
+}
+
+TEST_F(SafetensorsTest, RejectsShapeByteMismatch) {
+  expect_rejected(write_raw(R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8),
+                  {"tensor 'w'", "holds 8 bytes", "needs 12"});
+}
+
+TEST_F(SafetensorsTest, RejectsOffsetsOutsideDataArea) {
+  expect_rejected(write_raw(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", 8),
+                  {"tensor 'w'", "data_offsets [0,16) exceed the data area of 8 bytes"});
+  expect_rejected(write_raw(R"({"w": {"dtype": "F32", "shape": [0], "data_offsets": [8, 4]}})", 8),
+                  {"begin after end"});
+}
+
+TEST_F(SafetensorsTest, RejectsOverlappingTensors) {
+  expect_rejected(write_raw(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                               "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+                            16),
+                  {"tensor 'b'", "overlap tensor 'a'"});
+}
+
+TEST_F(SafetensorsTest, RejectsDuplicateNames) {
+  expect_rejected(write_raw(R"({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},
+                               "a": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}})",
+                            2),
+                  {"tensor 'a'", "appears twice"});
+}
+
+TEST_F(SafetensorsTest, RejectsBadShapesAndOffsets) {
+  expect_rejected(write_raw(R"({"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 0]}})", 0),
+                  {"tensor 'w'", "non-negative integers"});
+  expect_rejected(write_raw(R"({"w": {"dtype": "F32", "shape": [1.5], "data_offsets": [0, 0]}})", 0),
+                  {"non-negative integers"});
+  expect_rejected(write_raw(R"({"w": {"dtype": "U8", "shape": [4294967296, 4294967296, 4294967296], "data_offsets": [0, 0]}})", 0),
+                  {"overflows"});
+  expect_rejected(write_raw(R"({"w": {"dtype": "U8", "shape": [1,1,1,1,1,1,1,1,1], "data_offsets": [0, 1]}})", 1),
+                  {"rank 9 exceeds"});
+  expect_rejected(write_raw(R"({"w": {"dtype": "U8", "shape": [1], "data_offsets": [0]}})", 1),
+                  {"data_offsets: expected [begin, end]"});
+  expect_rejected(write_raw(R"({"w": {"dtype": "U8", "shape": [1]}})", 1), {"data_offsets"});
+  expect_rejected(write_raw(R"({"w": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1], "x": 1}})", 1),
+                  {"unknown field 'x'"});
+  expect_rejected(write_raw(R"({"w": 5})", 0), {"tensor 'w'", "entry must be an object"});
+  expect_rejected(write_raw(R"({"__metadata__": {"k": 1}})", 0), {"__metadata__.k"});
+}
+
+TEST_F(SafetensorsTest, RejectsTruncatedGoldenFile) {
+  const std::string src = test::golden_path("transformer-fp8/diffusion_pytorch_model.safetensors");
+  const std::string path = (dir_ / "trunc.safetensors").string();
+  fs::copy_file(src, path);
+  fs::resize_file(path, fs::file_size(src) - 100);
+  expect_rejected(path, {"exceed the data area"});
+}
+
+TEST_F(SafetensorsTest, MissingFileIsAClearError) {
+  expect_rejected((dir_ / "nope.safetensors").string(), {"cannot open"});
+}
+
+TEST_F(SafetensorsTest, WriterRejectsInconsistentTensors) {
+  const std::string path = (dir_ / "bad.safetensors").string();
+  EXPECT_THROW(write_safetensors(path, {make_tensor_f32("a", {3}, {1, 2})}), Error);
+  EXPECT_THROW(write_safetensors(path, {make_tensor_f32("a", {1}, {1}), make_tensor_f32("a", {1}, {1})}), Error);
+  EXPECT_FALSE(fs::exists(path));
+}
+
+}  // namespace
+}  // namespace stepmix
