@@ -3,12 +3,14 @@
 # Idempotent: does nothing when everything is already installed.
 #   scripts/setup.sh          build + test dependencies
 #   scripts/setup.sh --bench  also the benchmark peers (Debian's PyTorch, OpenBLAS)
+#   scripts/setup.sh --fuzz   also clang and its libFuzzer/sanitizer runtimes
 set -euo pipefail
 
 packages=(build-essential cmake nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev)
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch python3-numpy libopenblas0-openmp libbenchmark-dev)
-fi
+case "${1:-}" in
+  --bench) packages+=(python3-torch python3-numpy libopenblas0-openmp libbenchmark-dev) ;;
+  --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

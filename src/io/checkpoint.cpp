@@ -40,6 +40,24 @@ std::vector<std::string> list_files(const std::string& folder, const std::string
 
 }  // namespace
 
+std::map<std::string, std::string> parse_weight_map(const json& index, const std::string& index_path) {
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+    throw Error("checkpoint", index_path + ": weight_map: expected an object {tensor name: shard file}");
+  std::map<std::string, std::string> out;
+  for (const auto& [name, shard_json] : index["weight_map"].items()) {
+    if (!shard_json.is_string())
+      throw Error("checkpoint", index_path + ": weight_map." + name + ": expected a shard file name");
+    const std::string shard = shard_json.get<std::string>();
+    // Shards live beside the index: no directories, no escapes.
+    if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos ||
+        shard == "." || shard == ".." || !ends_with(shard, ".safetensors"))
+      throw Error("checkpoint", index_path + ": weight_map." + name + ": '" + shard +
+                                    "' is not a *.safetensors file name in the same folder");
+    out.emplace(name, shard);
+  }
+  return out;
+}
+
 TensorStore TensorStore::open_folder(const std::string& folder, const SafetensorsLimits& limits) {
   TensorStore store;
   store.folder_ = folder;
@@ -67,19 +85,9 @@ TensorStore TensorStore::open_folder(const std::string& folder, const Safetensor
 
   const std::string& index_path = indexes.front();
   store.index_file_ = index_path;
-  const json index = read_json_file(index_path, "checkpoint");
-  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
-    throw Error("checkpoint", index_path + ": weight_map: expected an object {tensor name: shard file}");
+  const auto weight_map = parse_weight_map(read_json_file(index_path, "checkpoint"), index_path);
   std::map<std::string, std::shared_ptr<const SafetensorsFile>> shards;
-  for (const auto& [name, shard_json] : index["weight_map"].items()) {
-    if (!shard_json.is_string())
-      throw Error("checkpoint", index_path + ": weight_map." + name + ": expected a shard file name");
-    const std::string shard = shard_json.get<std::string>();
-    // Shards live beside the index: no directories, no escapes.
-    if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos ||
-        shard == "." || shard == ".." || !ends_with(shard, ".safetensors"))
-      throw Error("checkpoint", index_path + ": weight_map." + name + ": '" + shard +
-                                    "' is not a *.safetensors file name in the same folder");
+  for (const auto& [name, shard] : weight_map) {
     auto it = shards.find(shard);
     if (it == shards.end()) {
       it = shards.emplace(shard, SafetensorsFile::open((fs::path(folder) / shard).string(), limits)).first;

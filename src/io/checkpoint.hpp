@@ -24,6 +24,11 @@ namespace stepmix {
 // Read a JSON file; errors name the file and the parse position.
 nlohmann::json read_json_file(const std::string& path, const std::string& component);
 
+// The "weight_map" of a *.safetensors.index.json: tensor name -> shard file
+// name (a plain *.safetensors name in the index's folder). Throws naming the
+// index file and the entry.
+std::map<std::string, std::string> parse_weight_map(const nlohmann::json& index, const std::string& index_path);
+
 // All tensors of one transformer folder, across shards. Names resolve through
 // the index when there is one, so a scale may live in another shard than its
 // weight. Some exports wrap every key under a leading "model."; the store

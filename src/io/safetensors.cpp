@@ -142,19 +142,26 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& 
   if (map == MAP_FAILED) fail(path, std::string("cannot map: ") + std::strerror(errno));
   file->map_ = map;
   file->map_size_ = file_size;
-  const auto* bytes = static_cast<const std::byte*>(map);
+  file->bytes_ = static_cast<const std::byte*>(map);
+  file->parse(file_size, limits);
+  return file;
+}
 
+void SafetensorsFile::parse(std::size_t size, const SafetensorsLimits& limits) {
+  const std::byte* bytes = bytes_;
+  const uint64_t file_size = size;
+  if (file_size < 8) fail(path_, "file is " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes, 8);  // little-endian hosts only (x86-64, aarch64)
   if (header_len > limits.max_header_bytes)
-    fail(path, "header length " + std::to_string(header_len) + " exceeds the limit of " +
+    fail(path_, "header length " + std::to_string(header_len) + " exceeds the limit of " +
                    std::to_string(limits.max_header_bytes) + " bytes");
   if (header_len > file_size - 8)
-    fail(path, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
+    fail(path_, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
                    std::to_string(file_size) + " bytes)");
-  const json header = parse_header(path, reinterpret_cast<const char*>(bytes + 8), header_len);
+  const json header = parse_header(path_, reinterpret_cast<const char*>(bytes + 8), header_len);
   if (header.size() > limits.max_tensors + 1)
-    fail(path, "header lists " + std::to_string(header.size()) + " entries, more than the limit of " +
+    fail(path_, "header lists " + std::to_string(header.size()) + " entries, more than the limit of " +
                    std::to_string(limits.max_tensors));
 
   const uint64_t data_start = 8 + header_len;
@@ -163,14 +170,14 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& 
   entries.reserve(header.size());
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
-      if (!entry.is_object()) fail(path, "__metadata__ must be an object of strings");
+      if (!entry.is_object()) fail(path_, "__metadata__ must be an object of strings");
       for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string()) fail(path, "__metadata__." + k + ": expected a string value");
-        file->metadata_[k] = v.get<std::string>();
+        if (!v.is_string()) fail(path_, "__metadata__." + k + ": expected a string value");
+        metadata_[k] = v.get<std::string>();
       }
       continue;
     }
-    entries.push_back(parse_entry(path, name, entry, limits, data_size));
+    entries.push_back(parse_entry(path_, name, entry, limits, data_size));
   }
 
   // Overlap check over tensors sorted by start (empty tensors cannot overlap).
@@ -181,20 +188,35 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& 
             [](const ParsedEntry* a, const ParsedEntry* b) { return a->begin < b->begin; });
   for (std::size_t i = 1; i < by_offset.size(); ++i)
     if (by_offset[i]->begin < by_offset[i - 1]->end)
-      fail_tensor(path, by_offset[i]->name,
+      fail_tensor(path_, by_offset[i]->name,
                   "data_offsets " + range_string(by_offset[i]->begin, by_offset[i]->end) + " overlap tensor '" +
                       by_offset[i - 1]->name + "' " + range_string(by_offset[i - 1]->begin, by_offset[i - 1]->end));
 
   for (auto& e : entries) {
+    // Writers pad the header so every tensor is aligned to its element size;
+    // a misaligned tensor cannot be read through typed pointers.
+    if ((data_start + e.begin) % dtype_size(e.dtype) != 0)
+      fail_tensor(path_, e.name, "starts at file offset " + std::to_string(data_start + e.begin) +
+                                     ", not a multiple of its element size " + std::to_string(dtype_size(e.dtype)));
     TensorView v;
     v.name = e.name;
     v.dtype = e.dtype;
     v.shape = std::move(e.shape);
     v.data = bytes + data_start + e.begin;
     v.nbytes = std::size_t(e.end - e.begin);
-    v.file = path;
-    file->tensors_.emplace(e.name, std::move(v));
+    v.file = path_;
+    tensors_.emplace(e.name, std::move(v));
   }
+}
+
+std::shared_ptr<const SafetensorsFile> SafetensorsFile::parse_bytes(const std::string& label, const void* data,
+                                                                    std::size_t size, const SafetensorsLimits& limits) {
+  std::shared_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = label;
+  file->owned_.resize(size);
+  if (size) std::memcpy(file->owned_.data(), data, size);
+  file->bytes_ = file->owned_.data();
+  file->parse(size, limits);
   return file;
 }
 

@@ -30,6 +30,10 @@ class SafetensorsFile {
   // naming the file, the tensor and the problem.
   static std::shared_ptr<const SafetensorsFile> open(const std::string& path,
                                                      const SafetensorsLimits& limits = {});
+  // Parses bytes already in memory (the file is copied); `label` names it in
+  // errors. Same validation as open(); used by fuzzing and tests.
+  static std::shared_ptr<const SafetensorsFile> parse_bytes(const std::string& label, const void* data,
+                                                            std::size_t size, const SafetensorsLimits& limits = {});
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -46,9 +50,14 @@ class SafetensorsFile {
 
  private:
   SafetensorsFile() = default;
+  // Validates the header of bytes_[0, size_) and builds the views.
+  void parse(std::size_t size, const SafetensorsLimits& limits);
+
   std::string path_;
-  void* map_ = nullptr;
+  void* map_ = nullptr;  // mmap'ed file, or null when the bytes are owned
   std::size_t map_size_ = 0;
+  std::vector<std::byte> owned_;
+  const std::byte* bytes_ = nullptr;
   std::map<std::string, TensorView> tensors_;
   std::map<std::string, std::string> metadata_;
 };

@@ -154,6 +154,23 @@ TEST_F(SafetensorsTest, RejectsBadShapesAndOffsets) {
   expect_rejected(write_raw(R"({"__metadata__": {"k": 1}})", 0), {"__metadata__.k"});
 }
 
+TEST_F(SafetensorsTest, RejectsMisalignedTensor) {
+  const std::string header = R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})";
+  ASSERT_NE((8 + header.size()) % 4, 0u);
+  expect_rejected(write_raw(header, 4), {"tensor 'w'", "not a multiple of its element size 4"});
+}
+
+TEST_F(SafetensorsTest, ParsesBytesInMemoryWithTheSameChecks) {
+  const std::string path = (dir_ / "mem.safetensors").string();
+  write_safetensors(path, {make_tensor_f32("x", {2}, {1.5f, 2.5f})});
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto f = SafetensorsFile::parse_bytes("memory", bytes.data(), bytes.size());
+  EXPECT_EQ(f->get("x").as<float>()[1], 2.5f);
+  EXPECT_THROW(SafetensorsFile::parse_bytes("memory", bytes.data(), bytes.size() - 1), Error);
+  EXPECT_THROW(SafetensorsFile::parse_bytes("memory", bytes.data(), 3), Error);
+}
+
 TEST_F(SafetensorsTest, RejectsTruncatedGoldenFile) {
   const std::string src = test::golden_path("transformer-fp8/diffusion_pytorch_model.safetensors");
   const std::string path = (dir_ / "trunc.safetensors").string();
