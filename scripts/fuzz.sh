@@ -26,7 +26,7 @@ seed_corpus() {  # target -> files that seed it
     fuzz_index) find fuzz/corpus/index -name '*.json' ;;
     fuzz_policy) find $golden -name 'config.json'; find fuzz/corpus/policy -name '*.json' ;;
     fuzz_model_config) find $golden -name 'config.json' ;;
-    fuzz_tokenizer) find tests/data models -name 'tokenizer.json' ;;
+    fuzz_tokenizer) find fuzz/corpus/tokenizer models -name '*.json' -path '*tokenizer*' ;;
   esac
   return 0
 }
