@@ -77,8 +77,8 @@ struct QuantizationInfo {
   std::vector<std::string> modules_to_not_convert;  // substring form
 };
 
-// Classifies transformer_config["quantization_config"]. Never throws for a
-// JSON object; config_path is only used in the reason text.
+// Classifies transformer_config["quantization_config"]. Never throws; a
+// malformed declaration classifies as Unsupported.
 QuantizationInfo classify_quantization(const nlohmann::json& transformer_config, const std::string& config_path);
 
 // Throws unless the checkpoint is BF16 or ModelOpt FP8 (the loader's gate).

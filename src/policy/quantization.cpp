@@ -1,0 +1,159 @@
+// Classification of the transformer's quantization_config (§3.1, §3.2).
+// stepmix executes BF16 and serialised tensorwise ModelOpt FP8 only; every
+// other declaration is Unsupported, with a reason naming field and value.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <optional>
+
+#include "stepmix/error.hpp"
+#include "stepmix/policy.hpp"
+#include "policy/diagnostics.hpp"
+
+namespace stepmix {
+
+namespace {
+
+using nlohmann::json;
+using policy_detail::describe;
+
+constexpr const char* kQuantConfig = "quantization_config";
+
+std::string field(const std::string& key) { return std::string(kQuantConfig) + "." + key; }
+
+std::string expected_but_got(const std::string& field_path, const std::string& expected, const json& value) {
+  return field_path + ": expected " + expected + ", got " + describe(value);
+}
+
+std::string text_of(const json& value) { return value.is_string() ? value.get<std::string>() : describe(value); }
+
+// quant_type names the weight format, then the activation format ("FP8_FP8").
+bool quant_type_is_fp8_only(const std::string& quant_type) {
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t end = quant_type.find('_', start);
+    if (quant_type.substr(start, end - start) != "FP8") return false;
+    if (end == std::string::npos) return true;
+    start = end + 1;
+  }
+}
+
+// {"num_bits": 8, "type": "float", "dynamic": false} for weights and inputs.
+std::optional<std::string> static_fp8_group_problem(const std::string& group_path, const json& group) {
+  if (!group.is_object()) return expected_but_got(group_path, "an object", group);
+  for (const char* operand : {"weights", "input_activations"}) {
+    const std::string operand_path = group_path + "." + operand;
+    const auto it = group.find(operand);
+    if (it == group.end() || !it->is_object()) {
+      return expected_but_got(operand_path, "an object {num_bits: 8, type: \"float\", dynamic: false}",
+                      it == group.end() ? json() : *it);
+    }
+    const json& spec = *it;
+    const json num_bits = spec.value("num_bits", json());
+    if (!policy_detail::is_integer_equal(num_bits, 8)) return expected_but_got(operand_path + ".num_bits", "8", num_bits);
+    const json type = spec.value("type", json());
+    if (type != "float") return expected_but_got(operand_path + ".type", "\"float\"", type);
+    const json dynamic = spec.value("dynamic", json());
+    if (dynamic != false) return expected_but_got(operand_path + ".dynamic", "false (static scales)", dynamic);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> string_list(const json& quant_config, const char* key, std::vector<std::string>& out) {
+  const auto it = quant_config.find(key);
+  if (it == quant_config.end() || it->is_null()) return std::nullopt;
+  const bool all_strings = it->is_array() && std::all_of(it->begin(), it->end(), [](const json& v) { return v.is_string(); });
+  if (!all_strings) return expected_but_got(field(key), "an array of strings", *it);
+  for (const auto& item : *it) out.push_back(item.get<std::string>());
+  return std::nullopt;
+}
+
+// First reason the object is not serialised tensorwise ModelOpt FP8, if any.
+std::optional<std::string> modelopt_fp8_problem(const json& quant_config, QuantizationInfo& info) {
+  const json method = quant_config.value("quant_method", json());
+  if (method != "modelopt") {
+    return expected_but_got(field("quant_method"), "\"modelopt\" (serialised ModelOpt; other quantizers are not supported)",
+                    method);
+  }
+  const json algo = quant_config.value("quant_algo", json());
+  if (algo == "NVFP4") return field("quant_algo") + ": NVFP4 not supported; expected \"FP8\", got \"NVFP4\"";
+  if (algo != "FP8") return expected_but_got(field("quant_algo"), "\"FP8\" (static per-tensor FP8 weights and activations)", algo);
+
+  if (const auto it = quant_config.find("quant_type"); it != quant_config.end() && !it->is_null()) {
+    if (!it->is_string() || !quant_type_is_fp8_only(it->get<std::string>())) {
+      return expected_but_got(field("quant_type"), "FP8 for every operand, e.g. \"FP8_FP8\"", *it);
+    }
+  }
+  if (const auto it = quant_config.find("weight_only"); it != quant_config.end() && !it->is_null() && *it != false) {
+    return expected_but_got(field("weight_only"), "false (activations are quantized)", *it);
+  }
+  static constexpr std::array kTensorwiseOnlyKeys{"block_quantize", "channel_quantize", "scale_block_quantize",
+                                                  "scale_channel_quantize"};
+  for (const char* key : kTensorwiseOnlyKeys) {
+    if (const auto it = quant_config.find(key); it != quant_config.end() && !it->is_null()) {
+      return expected_but_got(field(key), "null (block/channel scales are not tensorwise FP8)", *it);
+    }
+  }
+  if (const auto it = quant_config.find("config_groups"); it != quant_config.end() && !it->is_null()) {
+    if (!it->is_object()) return expected_but_got(field("config_groups"), "an object of groups", *it);
+    for (const auto& [name, group] : it->items()) {
+      if (auto problem = static_fp8_group_problem(field("config_groups." + name), group)) return problem;
+    }
+  }
+  if (auto problem = string_list(quant_config, "ignore", info.ignore)) return problem;
+  return string_list(quant_config, "modules_to_not_convert", info.modules_to_not_convert);
+}
+
+}  // namespace
+
+QuantizationInfo classify_quantization(const json& transformer_config, const std::string& config_path) {
+  QuantizationInfo info;
+  if (!transformer_config.is_object()) {
+    info.kind = QuantizationKind::Unsupported;
+    info.reason = expected_but_got(config_path, "a JSON object (transformer config)", transformer_config);
+    return info;
+  }
+  const auto it = transformer_config.find(kQuantConfig);
+  if (it == transformer_config.end() || it->is_null()) {
+    info.reason = "no quantization_config: BF16 checkpoint";
+    return info;
+  }
+  const json& quant_config = *it;
+  if (!quant_config.is_object()) {
+    info.kind = QuantizationKind::Unsupported;
+    info.reason = expected_but_got(kQuantConfig, "an object or null", quant_config);
+    return info;
+  }
+  if (const auto method = quant_config.find("quant_method"); method != quant_config.end()) {
+    info.quant_method = text_of(*method);
+  }
+  if (const auto algo = quant_config.find("quant_algo"); algo != quant_config.end()) info.quant_algo = text_of(*algo);
+
+  if (auto problem = modelopt_fp8_problem(quant_config, info)) {
+    info.kind = QuantizationKind::Unsupported;
+    info.reason = *problem;
+  } else {
+    info.kind = QuantizationKind::ModelOptFp8;
+    info.reason = "serialised tensorwise ModelOpt FP8 (modelopt/FP8)";
+  }
+  return info;
+}
+
+void require_supported_quantization(const QuantizationInfo& quant, const std::string& config_path) {
+  if (quant.kind != QuantizationKind::Unsupported) return;
+  throw Error(policy_detail::kComponent,
+              config_path + ": checkpoint quantization not supported (stepmix runs BF16 and ModelOpt FP8 only): " +
+                  quant.reason);
+}
+
+std::vector<std::string> root_quant_config_warnings(const json& hf_quant_config, const std::string& path) {
+  std::vector<std::string> warnings;
+  if (hf_quant_config.is_object() && hf_quant_config.contains("runtime")) {
+    warnings.push_back(policy_detail::warning(
+        path, "runtime", "ignored: the step policy is read from transformer/config.json only"));
+  }
+  return warnings;
+}
+
+}  // namespace stepmix
