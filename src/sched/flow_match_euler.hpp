@@ -1,0 +1,47 @@
+// FlowMatch Euler with shift (spec §9): the deterministic Euler step, and the
+// stochastic ("sde") step of the distilled 4-step builds with noise supplied
+// by the caller.
+#pragma once
+
+#include <vector>
+
+#include "sched/scheduler.hpp"
+
+namespace stepmix::sched {
+
+struct FlowMatchEulerOptions {
+  int num_train_timesteps = 1000;
+  double shift = 1.0;
+  // x_{k+1} = (1 − σ_{k+1})·x0 + σ_{k+1}·ε_k instead of the Euler step;
+  // needs a NoiseSource (set_noise_source) before the first step.
+  bool stochastic_sampling = false;
+  // Non-empty: the fixed sigma list of a distilled build (before the shift).
+  // set_timesteps(N) then requires N == explicit_sigmas.size().
+  std::vector<double> explicit_sigmas;
+  Precision precision = Precision::fp32;
+};
+
+class FlowMatchEulerDiscreteScheduler final : public Scheduler {
+ public:
+  // Throws stepmix::Error for invalid options.
+  explicit FlowMatchEulerDiscreteScheduler(const FlowMatchEulerOptions& options);
+
+  void set_timesteps(int num_steps) override;
+  // Explicit (unshifted) sigmas, as Diffusers' set_timesteps(sigmas=...):
+  // N = sigmas.size(); the shift is applied to them.
+  void set_sigmas(const std::vector<double>& sigmas);
+  void reset() override;
+  std::string name() const override { return "FlowMatchEulerDiscreteScheduler"; }
+  using Scheduler::step;
+  void step(std::span<const float> model_output, double timestep, std::span<float> sample) override;
+
+  void set_noise_source(NoiseSource source) { noise_ = std::move(source); }
+  const FlowMatchEulerOptions& options() const { return options_; }
+
+ private:
+  FlowMatchEulerOptions options_;
+  NoiseSource noise_;
+  std::vector<float> noise_buffer_;
+};
+
+}  // namespace stepmix::sched

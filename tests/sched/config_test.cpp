@@ -1,0 +1,270 @@
+// scheduler_config.json parsing: the golden configs load, every unsupported
+// value is rejected with "<file>: <field>: expected ..., got ...", overrides.
+#include "sched/fp_contract.hpp"  // expected values are computed with the reference roundings
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "sched/config.hpp"
+#include "sched_test_util.hpp"
+#include "stepmix/error.hpp"
+
+namespace stepmix::sched {
+namespace {
+
+using nlohmann::json;
+
+json golden_json(const std::string& name) {
+  std::ifstream in(stepmix::test::golden_path("scheduler/" + name));
+  return json::parse(in);
+}
+
+// The error text for `j`, or "" if it parsed.
+std::string parse_error(const json& j) {
+  try {
+    parse_scheduler_config(j, "cfg.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SchedulerConfigLoad, GoldenConfigs) {
+  const SchedulerConfig s10 = load_scheduler_config(stepmix::test::golden_path("scheduler/unipc_flowshift10.json"));
+  EXPECT_EQ(s10.kind, SchedulerKind::unipc_multistep);
+  EXPECT_EQ(s10.unipc.flow_shift, 10.0);
+  EXPECT_EQ(s10.unipc.solver_order, 2);
+  EXPECT_FALSE(s10.unipc.use_karras_sigmas);
+  EXPECT_TRUE(s10.notes.empty());
+
+  const SchedulerConfig ck =
+      load_scheduler_config(stepmix::test::golden_path("scheduler/unipc_checkpoint_default.json"));
+  EXPECT_TRUE(ck.unipc.use_karras_sigmas);
+  EXPECT_EQ(ck.unipc.sigma_min, 0.147);
+  EXPECT_EQ(ck.unipc.sigma_max, 200.0);
+  ASSERT_EQ(ck.notes.size(), 1u);
+  EXPECT_NE(ck.notes[0].find("Karras"), std::string::npos);
+
+  const SchedulerConfig fm = load_scheduler_config(stepmix::test::golden_path("scheduler/flowmatch_euler_shift3.json"));
+  EXPECT_EQ(fm.kind, SchedulerKind::flow_match_euler);
+  EXPECT_EQ(fm.flow_match.shift, 3.0);
+  EXPECT_FALSE(fm.flow_match.stochastic_sampling);
+  EXPECT_TRUE(fm.flow_match.explicit_sigmas.empty());
+  EXPECT_EQ(make_scheduler(fm)->name(), "FlowMatchEulerDiscreteScheduler");
+}
+
+TEST(SchedulerConfigLoad, FileErrors) {
+  EXPECT_THROW(load_scheduler_config("/nonexistent/scheduler_config.json"), Error);
+  const auto path = std::filesystem::temp_directory_path() / "stepmix_sched_bad.json";
+  std::ofstream(path) << "{\"_class_name\": ";
+  try {
+    load_scheduler_config(path.string());
+    FAIL() << "invalid JSON accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("invalid JSON"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+  EXPECT_NE(parse_error(json::array()), "");
+}
+
+struct Rejection {
+  std::string field;
+  json value;
+  std::string expected;  // fragment of the "expected ..." text
+};
+
+class UniPCRejections : public ::testing::TestWithParam<Rejection> {};
+
+TEST_P(UniPCRejections, ClearError) {
+  const Rejection& r = GetParam();
+  json j = golden_json("unipc_flowshift10.json");
+  j[r.field] = r.value;
+  const std::string err = parse_error(j);
+  const std::string prefix = "[scheduler] cfg.json: " + r.field + ": expected ";
+  EXPECT_EQ(err.rfind(prefix, 0), 0u) << err;
+  EXPECT_NE(err.find(r.expected), std::string::npos) << err;
+  EXPECT_NE(err.find(", got " + r.value.dump()), std::string::npos) << err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fields, UniPCRejections,
+    ::testing::Values(Rejection{"prediction_type", "epsilon", "\"flow_prediction\""},
+                      Rejection{"prediction_type", "v_prediction", "\"flow_prediction\""},
+                      Rejection{"use_flow_sigmas", false, "true"},
+                      Rejection{"solver_type", "bh1", "\"bh2\""},
+                      Rejection{"solver_type", "midpoint", "\"bh2\""},
+                      Rejection{"predict_x0", false, "true"},
+                      Rejection{"thresholding", true, "false"},
+                      Rejection{"use_dynamic_shifting", true, "false"},
+                      Rejection{"shift_terminal", 0.1, "null"},
+                      Rejection{"use_exponential_sigmas", true, "false"},
+                      Rejection{"use_beta_sigmas", true, "false"},
+                      Rejection{"rescale_betas_zero_snr", true, "false"},
+                      Rejection{"lower_order_final", false, "true (with final sigma 0"},
+                      Rejection{"final_sigmas_type", "sigma_min", "\"zero\""},
+                      Rejection{"solver_order", 3, "1 or 2"},
+                      Rejection{"solver_order", 2.5, "an integer"},
+                      Rejection{"disable_corrector", json::array({0}), "[]"},
+                      Rejection{"solver_p", json::object(), "null"},
+                      Rejection{"flow_shift", -1.0, "a positive number"},
+                      Rejection{"flow_shift", "10", "a finite number"},
+                      Rejection{"num_train_timesteps", 0, "a positive integer"},
+                      Rejection{"timestep_spacing", "karras", "\"linspace\", \"leading\" or \"trailing\""},
+                      Rejection{"use_karras_sigmas", "yes", "true or false"},
+                      Rejection{"beta_start", "x", "a number"},
+                      Rejection{"mystery_option", 1, "no such field"}),
+    [](const auto& info) { return info.param.field + "_" + std::to_string(info.index); });
+
+TEST(SchedulerConfigParse, ClassNameAndDefaults) {
+  json j = golden_json("unipc_flowshift10.json");
+  j["_class_name"] = "DPMSolverMultistepScheduler";
+  EXPECT_NE(parse_error(j).find("_class_name: expected \"UniPCMultistepScheduler\" or "
+                                "\"FlowMatchEulerDiscreteScheduler\", got \"DPMSolverMultistepScheduler\""),
+            std::string::npos);
+  j.erase("_class_name");
+  EXPECT_NE(parse_error(j).find("_class_name: expected"), std::string::npos);
+
+  // Absent fields take the Diffusers defaults, and the message says so.
+  json minimal = {{"_class_name", "UniPCMultistepScheduler"}, {"use_flow_sigmas", true}};
+  EXPECT_NE(parse_error(minimal).find("prediction_type: expected \"flow_prediction\" (the model predicts a "
+                                      "velocity), got \"epsilon\" (Diffusers default; field absent)"),
+            std::string::npos)
+      << parse_error(minimal);
+  minimal["prediction_type"] = "flow_prediction";
+  EXPECT_EQ(parse_error(minimal), "");
+  const SchedulerConfig cfg = parse_scheduler_config(minimal, "min.json");
+  EXPECT_EQ(cfg.unipc.flow_shift, 1.0);
+  EXPECT_EQ(cfg.unipc.solver_order, 2);
+
+  // Metadata fields are ignored; a null disable_corrector is Diffusers' default.
+  json j2 = golden_json("unipc_flowshift3.json");
+  j2["_name_or_path"] = "somewhere";
+  j2["disable_corrector"] = nullptr;
+  EXPECT_EQ(parse_error(j2), "");
+}
+
+TEST(SchedulerConfigParse, KarrasNeedsBoundsAndNoShift) {
+  json j = golden_json("unipc_checkpoint_default.json");
+  j["flow_shift"] = 10.0;
+  EXPECT_NE(parse_error(j).find("flow_shift: expected 1.0 when use_karras_sigmas is true"), std::string::npos);
+  j = golden_json("unipc_checkpoint_default.json");
+  j["sigma_min"] = nullptr;
+  EXPECT_NE(parse_error(j).find("sigma_min: expected a positive number when use_karras_sigmas is true, got null"),
+            std::string::npos);
+  j = golden_json("unipc_checkpoint_default.json");
+  j["sigma_max"] = 0.1;
+  EXPECT_NE(parse_error(j).find("sigma_max: expected a number above sigma_min"), std::string::npos);
+}
+
+json distilled_json() {  // spec §9
+  return {{"_class_name", "FlowMatchEulerDiscreteScheduler"},
+          {"num_train_timesteps", 1000},
+          {"shift", 1.0},
+          {"stochastic_sampling", true},
+          {"use_karras_sigmas", false},
+          {"use_dynamic_shifting", false},
+          {"fixed_step_requires_explicit_sigmas", true},
+          {"fixed_step_sampler_config",
+           {{"sample_type", "sde"}, {"t_list", {1.0, 0.9375, 0.8333333333333334, 0.625}}}}};
+}
+
+TEST(SchedulerConfigParse, DistilledFlowMatch) {
+  const SchedulerConfig cfg = parse_scheduler_config(distilled_json(), "distilled.json");
+  EXPECT_TRUE(cfg.flow_match.stochastic_sampling);
+  EXPECT_EQ(cfg.flow_match.explicit_sigmas, (std::vector<double>{1.0, 0.9375, 0.8333333333333334, 0.625}));
+  auto s = make_scheduler(cfg);
+  s->set_timesteps(4);
+  EXPECT_EQ(s->timesteps(), (std::vector<double>{1000.0, 937.5, double(833.3333f), 625.0}));
+  EXPECT_THROW(s->set_timesteps(8), Error);
+
+  json j = distilled_json();
+  j["fixed_step_sampler_config"]["sample_type"] = "ode";
+  EXPECT_NE(parse_error(j).find("fixed_step_sampler_config.sample_type: expected \"sde\", got \"ode\""),
+            std::string::npos);
+  j = distilled_json();
+  j["stochastic_sampling"] = false;
+  EXPECT_NE(parse_error(j).find("stochastic_sampling: expected true when"), std::string::npos);
+  j = distilled_json();
+  j["fixed_step_sampler_config"]["t_list"] = {1.0, 1.0};
+  EXPECT_NE(parse_error(j).find("t_list: expected a non-empty, strictly decreasing list"), std::string::npos);
+  j = distilled_json();
+  j["fixed_step_sampler_config"]["extra"] = 1;
+  EXPECT_NE(parse_error(j).find("fixed_step_sampler_config.extra: expected no such field"), std::string::npos);
+  j = distilled_json();
+  j.erase("fixed_step_sampler_config");
+  EXPECT_NE(parse_error(j).find("fixed_step_sampler_config: expected an object"), std::string::npos);
+  j = distilled_json();
+  j["fixed_step_requires_explicit_sigmas"] = false;
+  const SchedulerConfig loose = parse_scheduler_config(j, "d.json");
+  EXPECT_TRUE(loose.flow_match.explicit_sigmas.empty());
+  EXPECT_EQ(loose.notes.size(), 1u);
+}
+
+TEST(SchedulerConfigParse, FlowMatchRejections) {
+  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{{"use_dynamic_shifting", true},
+                                                                               {"invert_sigmas", true},
+                                                                               {"use_karras_sigmas", true},
+                                                                               {"use_exponential_sigmas", true},
+                                                                               {"use_beta_sigmas", true},
+                                                                               {"shift_terminal", 0.5},
+                                                                               {"shift", 0.0},
+                                                                               {"flow_shift", 3.0}}) {
+    json j = golden_json("flowmatch_euler_shift3.json");
+    j[field] = value;
+    const std::string err = parse_error(j);
+    EXPECT_EQ(err.rfind("[scheduler] cfg.json: " + field + ": expected ", 0), 0u) << field << ": " << err;
+  }
+}
+
+TEST(SchedulerOverrides, ShiftKarrasAndKind) {
+  const std::string ck_path = stepmix::test::golden_path("scheduler/unipc_checkpoint_default.json");
+  SchedulerConfig ck = load_scheduler_config(ck_path);
+  SchedulerOverrides shift_only;
+  shift_only.flow_shift = 10.0;
+  EXPECT_THROW(apply_overrides(ck, shift_only), Error);  // Karras ignores the shift: say so
+
+  // The Cosmos3 docs' recipe: from_config(flow_shift=10, use_karras_sigmas=False)
+  // gives exactly the flowshift10 schedules.
+  SchedulerOverrides recipe;
+  recipe.flow_shift = 10.0;
+  recipe.use_karras_sigmas = false;
+  apply_overrides(ck, recipe);
+  auto s = make_scheduler(ck);
+  auto f = test::open_golden("scheduler/unipc_schedules.safetensors");
+  for (int n : {4, 35}) {
+    s->set_timesteps(n);
+    EXPECT_TRUE(test::same_bits(s->sigmas(), test::f32(*f, "flowshift10.n" + std::to_string(n) + ".sigmas")));
+  }
+  // And back on: the file's sigma bounds were kept, but its shift of 10 would
+  // be silently ignored by the Karras grid, so it must be reset explicitly.
+  SchedulerConfig s10 = load_scheduler_config(stepmix::test::golden_path("scheduler/unipc_flowshift10.json"));
+  SchedulerOverrides karras_on;
+  karras_on.use_karras_sigmas = true;
+  EXPECT_THROW(apply_overrides(s10, karras_on), Error);
+  karras_on.flow_shift = 1.0;
+  apply_overrides(s10, karras_on);
+  s = make_scheduler(s10);
+  s->set_timesteps(8);
+  EXPECT_TRUE(test::same_bits(s->sigmas(), test::f32(*f, "checkpoint_default.n8.sigmas")));
+
+  // Kind override: the shift and num_train_timesteps carry over.
+  SchedulerConfig fm = load_scheduler_config(stepmix::test::golden_path("scheduler/flowmatch_euler_shift3.json"));
+  SchedulerOverrides to_unipc;
+  to_unipc.kind = SchedulerKind::unipc_multistep;
+  apply_overrides(fm, to_unipc);
+  EXPECT_EQ(fm.kind, SchedulerKind::unipc_multistep);
+  s = make_scheduler(fm);
+  EXPECT_EQ(s->name(), "UniPCMultistepScheduler");
+  s->set_timesteps(50);
+  EXPECT_TRUE(test::same_bits(s->sigmas(), test::f32(*f, "flowshift3.n50.sigmas")));
+  SchedulerOverrides bad_shift;
+  bad_shift.flow_shift = -2.0;
+  EXPECT_THROW(apply_overrides(fm, bad_shift), Error);
+}
+
+}  // namespace
+}  // namespace stepmix::sched
