@@ -1,0 +1,70 @@
+// The denoising loop (shared spec cosmos3-pipeline.md §10): per iteration,
+// pick the precision once, run the conditional and (with CFG) the
+// unconditional pass, guide, and step the scheduler. The latent state stays in
+// FP32 between steps.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "model/transformer.hpp"
+#include "pipeline/sequence.hpp"
+#include "sched/scheduler.hpp"
+#include "stepmix/error.hpp"
+#include "stepmix/policy.hpp"
+
+namespace stepmix {
+
+enum class CfgPass { Conditional, Unconditional };
+
+struct DenoiseRequest {
+  std::vector<int64_t> cond_ids;    // complete understanding prefix (ends with eos, <|vision_start|>)
+  std::vector<int64_t> uncond_ids;  // used only when guidance != 1
+  std::array<int64_t, 4> latent_shape{};  // C, T, H, W
+  double fps = 24.0;
+  double guidance = 1.0;            // 1 disables CFG (one pass per iteration)
+  std::vector<float> noise;         // initial latent, [1, C, T, H, W]
+};
+
+// Optional hooks into the loop (progress, tests, calibration).
+class DenoiseObserver {
+ public:
+  virtual ~DenoiseObserver() = default;
+  // After the precision of iteration i is chosen, before any transformer call.
+  virtual void on_step_begin(int step, int num_steps, Precision generation, Precision reasoner) {}
+  // Before each transformer call.
+  virtual void on_pass(int step, CfgPass pass) {}
+  // After the scheduler update; v_uncond is null without CFG. All [1,C,T,H,W].
+  virtual void on_step_end(int step, const std::vector<float>& v_cond, const std::vector<float>* v_uncond,
+                           const std::vector<float>& v_guided, const std::vector<float>& latent) {}
+};
+
+// Thrown when `cancel` becomes true: the loop stops after the current step.
+class Cancelled : public Error {
+ public:
+  Cancelled(int steps_done, int num_steps)
+      : Error("generate", "cancelled after step " + std::to_string(steps_done) + " of " + std::to_string(num_steps) +
+                              "; nothing was written"),
+        steps_done(steps_done) {}
+  int steps_done;
+};
+
+struct DenoiseResult {
+  std::vector<float> latent;         // final latent [1, C, T, H, W]
+  std::vector<Precision> trace;      // generation precision per iteration
+  Precision reasoner = Precision::W8A8;
+  int transformer_calls = 0;
+};
+
+// The arithmetic a governed Linear runs for a step precision.
+LinearMode linear_mode_for(Precision p);
+
+// Runs the loop with `scheduler` set to the controller's N steps. The
+// controller is reset when the loop ends, also on error or cancellation.
+DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& scheduler, StepController& controller,
+                      const DenoiseRequest& request, const SequenceSettings& settings,
+                      DenoiseObserver* observer = nullptr, const std::atomic<bool>* cancel = nullptr);
+
+}  // namespace stepmix

@@ -1,0 +1,152 @@
+// The loop's contract with the step controller (spec step-policy.md §10):
+// precision chosen once per iteration before any call, shared by both CFG
+// passes, reset to native on every exit path; cancellation; determinism.
+#include "pipeline/denoise.hpp"
+
+#include <gtest/gtest.h>
+
+#include "io/checkpoint.hpp"
+#include "model/model_test_util.hpp"
+#include "pipeline/noise.hpp"
+#include "sched/config.hpp"
+
+namespace stepmix {
+namespace {
+
+struct Fixture {
+  ModelDirectory dir = ModelDirectory::open(test::golden_path("transformer-fp8"));
+  Cosmos3Transformer transformer = Cosmos3Transformer::load(dir);
+  std::unique_ptr<sched::Scheduler> scheduler =
+      sched::make_scheduler(sched::load_scheduler_config(test::golden_path("scheduler/unipc_flowshift10.json")));
+  SequenceSettings settings = read_sequence_settings(dir.config, dir.config_path);
+
+  DenoiseRequest request(uint64_t seed = 7) {
+    DenoiseRequest r;
+    r.cond_ids = {28, 93, 12, 94, 95};
+    r.uncond_ids = {94, 95};
+    r.latent_shape = {4, 1, 4, 4};
+    r.guidance = 3.0;
+    r.noise = NormalGenerator(seed).normals(4 * 4 * 4);
+    return r;
+  }
+  StepPlan plan(int steps) {
+    return plan_steps(resolve_policy(dir.config, dir.config_path, {}), transformer.has_fp8(), steps);
+  }
+};
+
+// Checks, at every transformer call, that the controller holds the step's
+// precision; counts calls per step.
+class CallCounter : public DenoiseObserver {
+ public:
+  explicit CallCounter(const StepController& c) : controller_(c) {}
+  void on_step_begin(int step, int, Precision generation, Precision) override {
+    EXPECT_EQ(step, int(step_generation.size()));
+    step_generation.push_back(generation);
+    calls_per_step.push_back(0);
+  }
+  void on_pass(int step, CfgPass pass) override {
+    EXPECT_EQ(controller_.generation(), step_generation.at(step));
+    ++calls_per_step.at(step);
+    if (throw_at_step == step) throw Error("test", "injected failure");
+    if (pass == CfgPass::Unconditional) ++uncond_calls;
+  }
+  std::vector<Precision> step_generation;
+  std::vector<int> calls_per_step;
+  int uncond_calls = 0;
+  int throw_at_step = -1;
+
+ private:
+  const StepController& controller_;
+};
+
+TEST(Denoise, PrecisionChosenOncePerStepAndSharedByBothPasses) {
+  Fixture f;
+  StepController controller(f.plan(8));
+  CallCounter counter(controller);
+  const DenoiseResult r = denoise(f.transformer, *f.scheduler, controller, f.request(), f.settings, &counter);
+  EXPECT_EQ(trace_string(r.trace), "W8A16x3 / W8A8x2 / W8A16x3");
+  EXPECT_EQ(counter.step_generation, r.trace);
+  EXPECT_EQ(counter.calls_per_step, std::vector<int>(8, 2));
+  EXPECT_EQ(counter.uncond_calls, 8);
+  EXPECT_EQ(r.transformer_calls, 16);
+  EXPECT_EQ(r.reasoner, Precision::W8A16);
+  // After the run both towers read native again.
+  EXPECT_EQ(controller.generation(), Precision::W8A8);
+  EXPECT_EQ(controller.reasoner(), Precision::W8A8);
+}
+
+TEST(Denoise, GuidanceOneRunsOnePassPerStep) {
+  Fixture f;
+  StepController controller(f.plan(3));
+  CallCounter counter(controller);
+  DenoiseRequest request = f.request();
+  request.guidance = 1.0;
+  request.uncond_ids.clear();
+  const DenoiseResult r = denoise(f.transformer, *f.scheduler, controller, request, f.settings, &counter);
+  EXPECT_EQ(r.transformer_calls, 3);
+  EXPECT_EQ(counter.uncond_calls, 0);
+}
+
+TEST(Denoise, ControllerResetsAfterAnExceptionInsideTheLoop) {
+  Fixture f;
+  StepController controller(f.plan(8));
+  CallCounter counter(controller);
+  counter.throw_at_step = 1;  // an A16 step
+  EXPECT_THROW(denoise(f.transformer, *f.scheduler, controller, f.request(), f.settings, &counter), Error);
+  EXPECT_EQ(controller.generation(), Precision::W8A8);
+  EXPECT_EQ(controller.reasoner(), Precision::W8A8);
+}
+
+TEST(Denoise, CancellationStopsAfterTheCurrentStep) {
+  Fixture f;
+  StepController controller(f.plan(8));
+  std::atomic<bool> cancel{false};
+  class CancelAtStep : public DenoiseObserver {
+   public:
+    explicit CancelAtStep(std::atomic<bool>& c) : cancel_(c) {}
+    void on_step_begin(int step, int, Precision, Precision) override {
+      ++steps;
+      if (step == 2) cancel_ = true;
+    }
+    int steps = 0;
+
+   private:
+    std::atomic<bool>& cancel_;
+  } observer(cancel);
+  try {
+    denoise(f.transformer, *f.scheduler, controller, f.request(), f.settings, &observer, &cancel);
+    FAIL() << "not cancelled";
+  } catch (const Cancelled& c) {
+    EXPECT_EQ(c.steps_done, 3);
+    EXPECT_NE(std::string(c.what()).find("cancelled after step 3 of 8"), std::string::npos);
+  }
+  EXPECT_EQ(observer.steps, 3);
+  EXPECT_EQ(controller.generation(), Precision::W8A8);
+}
+
+TEST(Denoise, SameSeedSameBitsDifferentSeedDifferentBits) {
+  Fixture f;
+  StepController controller(f.plan(4));
+  const auto a = denoise(f.transformer, *f.scheduler, controller, f.request(1), f.settings).latent;
+  const auto b = denoise(f.transformer, *f.scheduler, controller, f.request(1), f.settings).latent;
+  const auto c = denoise(f.transformer, *f.scheduler, controller, f.request(2), f.settings).latent;
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+TEST(Denoise, RejectsInconsistentRequests) {
+  Fixture f;
+  StepController controller(f.plan(2));
+  DenoiseRequest r = f.request();
+  r.noise.pop_back();
+  EXPECT_THROW(denoise(f.transformer, *f.scheduler, controller, r, f.settings), Error);
+  r = f.request();
+  r.uncond_ids.clear();
+  EXPECT_THROW(denoise(f.transformer, *f.scheduler, controller, r, f.settings), Error);
+  r = f.request();
+  r.latent_shape = {4, 1, 0, 4};
+  EXPECT_THROW(denoise(f.transformer, *f.scheduler, controller, r, f.settings), Error);
+}
+
+}  // namespace
+}  // namespace stepmix
