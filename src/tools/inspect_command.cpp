@@ -119,6 +119,7 @@ void run_inspect(const InspectOptions& opt) {
 void add_inspect_command(CLI::App& app) {
   auto opt = std::make_shared<InspectOptions>();
   CLI::App* cmd = app.add_subcommand("inspect", "Summarise a checkpoint, its step policy and the per-step plan");
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("model_dir", opt->model_dir, "Diffusers model directory or transformer folder")->required();
   cmd->add_option("--steps", opt->steps, "Number of denoising steps to plan")->default_val(35);
   cmd->add_flag("--json", opt->json, "Print one JSON object");

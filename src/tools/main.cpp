@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   stepmix::cli::add_inspect_command(app);
   stepmix::cli::add_forward_command(app);
+  stepmix::cli::add_generate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,66 @@
+#include "model/embedding.hpp"
+
+#include <cmath>
+
+namespace stepmix {
+
+std::vector<float> patchify(const float* latent, const PatchGrid& grid) {
+  const int64_t C = grid.channels, T = grid.frames, H = grid.height, W = grid.width, p = grid.patch;
+  const int64_t Hp = grid.patches_h(), Wp = grid.patches_w(), F = grid.features();
+  std::vector<float> patches(std::size_t(grid.tokens() * F), 0.0f);  // zeros = the padding
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t hp = 0; hp < Hp; ++hp)
+      for (int64_t wp = 0; wp < Wp; ++wp) {
+        float* token = patches.data() + ((t * Hp + hp) * Wp + wp) * F;
+        for (int64_t ph = 0; ph < p; ++ph)
+          for (int64_t pw = 0; pw < p; ++pw) {
+            const int64_t h = hp * p + ph, w = wp * p + pw;
+            if (h >= H || w >= W) continue;
+            for (int64_t c = 0; c < C; ++c) token[(ph * p + pw) * C + c] = latent[((c * T + t) * H + h) * W + w];
+          }
+      }
+  return patches;
+}
+
+std::vector<float> unpatchify(const float* patches, const PatchGrid& grid, const std::vector<int64_t>& noisy_frames) {
+  const int64_t C = grid.channels, T = grid.frames, H = grid.height, W = grid.width, p = grid.patch;
+  const int64_t Hp = grid.patches_h(), Wp = grid.patches_w(), F = grid.features();
+  std::vector<float> out(std::size_t(C * T * H * W), 0.0f);
+  for (std::size_t n = 0; n < noisy_frames.size(); ++n) {
+    const int64_t t = noisy_frames[n];
+    for (int64_t hp = 0; hp < Hp; ++hp)
+      for (int64_t wp = 0; wp < Wp; ++wp) {
+        const float* token = patches + ((int64_t(n) * Hp + hp) * Wp + wp) * F;
+        for (int64_t ph = 0; ph < p; ++ph)
+          for (int64_t pw = 0; pw < p; ++pw) {
+            const int64_t h = hp * p + ph, w = wp * p + pw;
+            if (h >= H || w >= W) continue;  // crop the padding
+            for (int64_t c = 0; c < C; ++c) out[((c * T + t) * H + h) * W + w] = token[(ph * p + pw) * C + c];
+          }
+      }
+  }
+  return out;
+}
+
+std::vector<float> timestep_sinusoid(const std::vector<float>& timesteps, double timestep_scale) {
+  constexpr int64_t half = kTimestepChannels / 2;
+  // Float32 throughout, as upstream: -ln(max_period) rounded to float32, times
+  // j, divided by half (exact: a power of two), then exp.
+  const float log_max_period = float(-std::log(10000.0));
+  float frequencies[half];
+  for (int64_t j = 0; j < half; ++j) frequencies[j] = std::exp(log_max_period * float(j) / float(half));
+
+  std::vector<float> out(timesteps.size() * kTimestepChannels);
+  for (std::size_t i = 0; i < timesteps.size(); ++i) {
+    const float tau = timesteps[i] * float(timestep_scale);
+    float* row = out.data() + i * kTimestepChannels;
+    for (int64_t j = 0; j < half; ++j) {
+      const float angle = tau * frequencies[j];
+      row[j] = std::cos(angle);
+      row[j + half] = std::sin(angle);
+    }
+  }
+  return out;
+}
+
+}  // namespace stepmix

@@ -1,0 +1,52 @@
+// Shared helpers of the model tests: golden files, the tiny checkpoints and
+// the max-normalised deviation metric of the golden README §9.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/golden.hpp"
+#include "io/checkpoint.hpp"
+#include "io/safetensors.hpp"
+#include "model/transformer.hpp"
+
+namespace stepmix::test {
+
+inline const std::vector<std::string>& forward_cases() {
+  static const std::vector<std::string> cases = {"image", "video", "odd", "cond"};
+  return cases;
+}
+
+inline std::shared_ptr<const SafetensorsFile> open_forward_case(const std::string& name) {
+  return SafetensorsFile::open(golden_path("forward/" + name + ".safetensors"));
+}
+
+inline std::vector<float> golden_floats(const SafetensorsFile& file, const std::string& name) {
+  const TensorView& t = file.get(name);
+  EXPECT_EQ(t.dtype, DType::F32) << name;
+  return std::vector<float>(t.as<float>(), t.as<float>() + t.numel());
+}
+
+// max|a - g| / max|g| (golden README §9).
+inline double max_normalised_deviation(const std::vector<float>& actual, const std::vector<float>& golden) {
+  EXPECT_EQ(actual.size(), golden.size());
+  double max_diff = 0, max_golden = 0;
+  for (std::size_t i = 0; i < std::min(actual.size(), golden.size()); ++i) {
+    max_diff = std::max(max_diff, std::fabs(double(actual[i]) - double(golden[i])));
+    max_golden = std::max(max_golden, std::fabs(double(golden[i])));
+  }
+  if (std::isnan(max_diff)) return INFINITY;
+  return max_golden > 0 ? max_diff / max_golden : max_diff;
+}
+
+// "transformer" (BF16) or "transformer-fp8".
+inline Cosmos3Transformer load_tiny(const std::string& folder, WeightCache cache = WeightCache::None) {
+  return Cosmos3Transformer::load(ModelDirectory::open(golden_path(folder)), cache);
+}
+
+}  // namespace stepmix::test

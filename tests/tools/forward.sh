@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# End-to-end checks of `stepmix forward`: the velocity of every golden
+# forward case (dense and W8A16 within the golden README §9 bounds), the
+# --dump-hidden tensor names, and one-line errors with exit code 2 for
+# precisions the checkpoint cannot run. $1 = stepmix binary, $2 = tests/data.
+set -u
+bin=$1
+data=$2
+golden=$data/golden/cosmos3-tiny
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# header FILE: the JSON header of a safetensors file.
+header() {
+  local n
+  n=$(od -A n -t u8 -N 8 "$1" | tr -d ' ')
+  head -c $((8 + n)) "$1" | tail -c "$n"
+}
+
+# floats FILE TENSOR: the F32 values of one tensor, one per line.
+floats() {
+  local n entry begin end
+  n=$(od -A n -t u8 -N 8 "$1" | tr -d ' ')
+  entry=$(header "$1" | grep -o "\"$2\":{[^}]*}")
+  [[ -n $entry ]] || return 1
+  begin=$(sed -E 's/.*"data_offsets":\[([0-9]+),([0-9]+)\].*/\1/' <<<"$entry")
+  end=$(sed -E 's/.*"data_offsets":\[([0-9]+),([0-9]+)\].*/\2/' <<<"$entry")
+  od -A n -v -t f4 -j $((8 + n + begin)) -N $((end - begin)) "$1" | tr -s ' ' '\n' | sed '/^$/d'
+}
+
+# deviation ACTUAL EXPECTED: max|a - g| / max|g| over two value lists.
+deviation() {
+  paste "$1" "$2" | awk '
+    { d = $1 - $2; if (d < 0) d = -d; g = $2 < 0 ? -$2 : $2
+      if (d > md) md = d; if (g > mg) mg = g; n++ }
+    END { if (n == 0 || mg == 0) print "nan"; else printf "%.3e\n", md / mg }'
+}
+
+# check_case CASE MODEL PRECISION GOLDEN_TENSOR BOUND
+check_case() {
+  local name=$1 model=$2 precision=$3 tensor=$4 bound=$5
+  local out=$tmp/$name.$precision.safetensors
+  if ! "$bin" forward --model "$model" --inputs "$golden/forward/$name.safetensors" --out "$out" \
+      --precision "$precision" >"$tmp/stdout" 2>"$tmp/stderr"; then
+    fail "$name $precision: exit $? ($(cat "$tmp/stderr"))"
+    return
+  fi
+  floats "$out" velocity >"$tmp/actual" || { fail "$name $precision: no velocity in output"; return; }
+  floats "$golden/forward/$name.safetensors" "$tensor" >"$tmp/expected"
+  [[ $(wc -l <"$tmp/actual") -eq $(wc -l <"$tmp/expected") ]] || { fail "$name $precision: size differs"; return; }
+  local d
+  d=$(deviation "$tmp/actual" "$tmp/expected")
+  awk -v d="$d" -v b="$bound" 'BEGIN { exit !(d != "nan" && d + 0 <= b + 0) }' ||
+    fail "$name $precision: velocity deviation $d exceeds $bound"
+}
+
+for name in image video odd cond; do
+  check_case "$name" "$golden/transformer" dense velocity 5e-6
+  check_case "$name" "$golden/transformer-fp8" w8a16 velocity_w8a16 2e-6
+  check_case "$name" "$golden/transformer-fp8" w8a8 velocity_w8a8 1e-1
+done
+
+# --dump-hidden writes the golden names.
+if "$bin" forward --model "$golden/transformer" --inputs "$golden/forward/video.safetensors" \
+    --out "$tmp/dump.safetensors" --dump-hidden >/dev/null 2>"$tmp/stderr"; then
+  for tensor in velocity und_hidden.0 und_hidden.1 gen_hidden.0 gen_hidden.1 gen_embed und_embed timestep_embed \
+      rope.cos rope.sin gen_final_norm packed_pred; do
+    header "$tmp/dump.safetensors" | grep -qF "\"$tensor\":" || fail "--dump-hidden: no $tensor"
+  done
+else
+  fail "--dump-hidden: exit $? ($(cat "$tmp/stderr"))"
+fi
+
+# expect_error NAME EXPECTED_SUBSTRING ARGS...: exit 2, one line on stderr.
+expect_error() {
+  local name=$1 want=$2
+  shift 2
+  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [[ $rc -eq 2 ]] || fail "$name: exit $rc, expected 2"
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "$name: stderr is not one line: $(cat "$tmp/err")"
+  grep -qF -- "$want" "$tmp/err" || fail "$name: stderr lacks '$want': $(cat "$tmp/err")"
+}
+
+case_file=$golden/forward/image.safetensors
+expect_error dense-on-fp8 "point --model at the BF16 checkpoint" \
+  forward --model "$golden/transformer-fp8" --inputs "$case_file" --out "$tmp/x.safetensors" --precision dense
+expect_error w8a16-on-bf16 "BF16 checkpoint without FP8 Linears" \
+  forward --model "$golden/transformer" --inputs "$case_file" --out "$tmp/x.safetensors" --precision w8a16
+expect_error w8a8-on-bf16 "use --precision dense" \
+  forward --model "$golden/transformer" --inputs "$case_file" --out "$tmp/x.safetensors" --precision w8a8
+expect_error unknown-precision "fp4" \
+  forward --model "$golden/transformer" --inputs "$case_file" --out "$tmp/x.safetensors" --precision fp4
+expect_error missing-inputs "cannot open" \
+  forward --model "$golden/transformer" --inputs "$tmp/none.safetensors" --out "$tmp/x.safetensors"
+expect_error not-inputs "missing tensor 'input_ids'" \
+  forward --model "$golden/transformer" --inputs "$golden/fp8/e4m3_vectors.safetensors" --out "$tmp/x.safetensors"
+[[ ! -e $tmp/x.safetensors ]] || fail "a failed run left an output file"
+
+if [[ $failures -gt 0 ]]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "forward CLI: all checks passed"
