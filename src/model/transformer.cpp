@@ -1,5 +1,7 @@
 #include "model/transformer.hpp"
 
+#include <functional>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -43,17 +45,21 @@ Cosmos3Transformer Cosmos3Transformer::load(const TensorStore& store, const nloh
   return Cosmos3Transformer(std::move(parsed.config), std::move(parsed.warnings), std::move(weights));
 }
 
-void Cosmos3Transformer::set_activation_code_hook(const ActivationCodeHook& hook) {
+void Cosmos3Transformer::for_each_governed_linear(const std::function<void(Linear&)>& fn) {
   for (DecoderLayerWeights& layer : weights_.layers) {
     AttentionWeights& a = layer.attention;
     for (Linear* l : {&a.to_q, &a.to_k, &a.to_v, &a.to_out, &a.add_q_proj, &a.add_k_proj, &a.add_v_proj, &a.to_add_out})
-      l->set_code_hook(hook);
+      fn(*l);
     for (MlpWeights* m : {&layer.mlp, &layer.mlp_moe_gen}) {
-      if (m->gate_proj) m->gate_proj->set_code_hook(hook);
-      m->up_proj.set_code_hook(hook);
-      m->down_proj.set_code_hook(hook);
+      if (m->gate_proj) fn(*m->gate_proj);
+      fn(m->up_proj);
+      fn(m->down_proj);
     }
   }
+}
+
+void Cosmos3Transformer::set_activation_code_hook(const ActivationCodeHook& hook) {
+  for_each_governed_linear([&](Linear& l) { l.set_code_hook(hook); });
 }
 
 void Cosmos3Transformer::check_tower_mode(const char* tower, int fp8_linears, LinearMode mode) const {

@@ -4,6 +4,7 @@
 // checkpoint), W8A16 or W8A8 (ModelOpt FP8 checkpoint) per call.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -53,6 +54,9 @@ class Cosmos3Transformer {
 
   // W8A8 test hook on every governed Linear (forced-code conformance).
   void set_activation_code_hook(const ActivationCodeHook& hook);
+  // Visits the governed Linears (both towers, every layer), e.g. to attach
+  // calibration observers.
+  void for_each_governed_linear(const std::function<void(Linear&)>& fn);
 
   // Understanding-stream K/V cache (default: 2 prompts). 0 disables it, so
   // every call runs the reasoner Linears (and their code hooks).

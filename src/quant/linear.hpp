@@ -4,10 +4,12 @@
 // shared spec step-policy.md §12 and README "Precision".
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.hpp"
@@ -35,3 +37,68 @@ struct LinearWeights {
 // ([M, in], row-major) and may overwrite them before the GEMM (forced-code
 // conformance tests, spec golden README §9).
 using ActivationCodeHook = std::function<void(const std::string& linear_name, uint8_t* codes, int64_t M, int64_t K)>;
+
+// Calibration hook: sees every call's input activations [M, in] before the
+// GEMM (FP32 calls pass `x`, BF16 calls pass `x_bf16`; the other is null).
+// `stepmix quantize` records max|x| per Linear with it.
+using ActivationInputObserver =
+    std::function<void(const std::string& linear_name, const float* x, const uint16_t* x_bf16, int64_t M, int64_t K)>;
+
+// One Linear layer: y[M, out] = x[M, in] · Wᵀ (+ bias), with the FP8
+// arithmetic chosen per call. Weights stay views into the mapped checkpoint;
+// the layer owns only what WeightCache asks for.
+//
+// Arithmetic (step-policy.md §12, golden README §4):
+//  FP32 activations
+//   W8A16: W_deq = float32(decode(code) · s_w); y = x · W_deqᵀ (+ b), FP32 sums.
+//   W8A8:  q = quantize_e4m3_saturating(x / s_x) (float32 division);
+//          acc = Σ decode(q) · decode(code) (exact products, FP32 sums);
+//          y = acc · float32(s_x · s_w) (+ b).
+//   Dense: FP32 (BF16 weights widened exactly), FP32 sums.
+//  BF16 activations: as above with x widened exactly to float32; W8A16 uses
+//   Ŵ = bf16(float32(decode(code) · s_w)); outputs rounded to bf16 (RNE).
+//
+// forward() is const and may run concurrently on different layers; one layer's
+// code hook must not be changed while a forward is running.
+class Linear {
+ public:
+  // Validates shapes, dtypes and scales; throws stepmix::Error naming the linear.
+  explicit Linear(LinearWeights w, WeightCache cache = WeightCache::None);
+
+  const std::string& name() const { return weights_.name; }
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+  bool is_fp8() const { return is_fp8_; }
+  WeightCache weight_cache() const { return cache_; }
+
+  // x [M, in] row-major -> y [M, out] row-major. An FP8 layer needs mode
+  // W8A16 or W8A8; a dense layer ignores `mode`.
+  void forward(const float* x, int64_t M, float* y, LinearMode mode) const;
+  void forward(const uint16_t* x_bf16, int64_t M, uint16_t* y_bf16, LinearMode mode) const;
+
+  // W8A8 only: sees (and may overwrite) the activation codes before the GEMM.
+  void set_code_hook(ActivationCodeHook hook) { code_hook_ = std::move(hook); }
+  // Any mode: sees the input of every call (calibration).
+  void set_input_observer(ActivationInputObserver observer) { input_observer_ = std::move(observer); }
+
+  // Bytes this layer owns beyond the mapped checkpoint (the weight cache).
+  std::size_t resident_bytes() const { return bf16_weight_cache_.size() * sizeof(uint16_t); }
+
+ private:
+  void check_mode(LinearMode mode) const;
+  // W8A8: quantizes [M, in] activations into `codes` and runs the hook.
+  void quantize_activations(const void* x, bool x_is_bf16, int64_t M, uint8_t* codes) const;
+
+  LinearWeights weights_;
+  WeightCache cache_;
+  int64_t in_features_ = 0;
+  int64_t out_features_ = 0;
+  bool is_fp8_ = false;
+  float weight_scale_ = 1.0f;
+  float input_scale_ = 1.0f;
+  std::vector<uint16_t> bf16_weight_cache_;  // [out, in] Ŵ, WeightCache::All on FP8 layers
+  ActivationCodeHook code_hook_;
+  ActivationInputObserver input_observer_;
+};
+
+}  // namespace stepmix

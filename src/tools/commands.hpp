@@ -10,5 +10,6 @@ namespace stepmix::cli {
 void add_inspect_command(CLI::App& app);
 void add_forward_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 
 }  // namespace stepmix::cli

@@ -17,6 +17,7 @@
 #include "io/tokenizer.hpp"
 #include "model/transformer.hpp"
 #include "pipeline/denoise.hpp"
+#include "pipeline/model_setup.hpp"
 #include "pipeline/noise.hpp"
 #include "sched/config.hpp"
 #include "tools/commands.hpp"
@@ -50,103 +51,6 @@ std::atomic<bool> g_cancel{false};
 extern "C" void on_sigint(int) {
   g_cancel = true;
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
-}
-
-std::vector<int64_t> parse_int_list(const std::string& text, const char* option) {
-  std::vector<int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size())
-      throw Error("generate", std::string(option) + ": expected comma-separated integers, got '" + text + "'");
-    out.push_back(v);
-  }
-  if (out.empty()) throw Error("generate", std::string(option) + ": expected at least one integer");
-  return out;
-}
-
-// Optional per-model defaults in model_index.json: {"stepmix": {"height": 28,
-// "width": 28, "num_inference_steps": 8, "guidance_scale": 3.0}}.
-json model_defaults(const ModelDirectory& dir) {
-  if (dir.model_index.is_object() && dir.model_index.contains("stepmix") && dir.model_index["stepmix"].is_object())
-    return dir.model_index["stepmix"];
-  return json::object();
-}
-
-// Pixel-space models (no vae/ folder) decode with the identity.
-bool is_pixel_space(const ModelDirectory& dir) {
-  return dir.transformer_dir != dir.root && !fs::exists(fs::path(dir.root) / "vae");
-}
-
-std::array<int64_t, 4> latent_geometry(const GenerateOptions& opt, const ModelDirectory& dir, int64_t channels,
-                                       const json& defaults) {
-  if (opt.latent_shape) {
-    if (opt.height || opt.width || opt.frames)
-      throw Error("generate", "--latent-shape conflicts with --height/--width/--frames");
-    const auto s = parse_int_list(*opt.latent_shape, "--latent-shape");
-    if (s.size() != 4 || s[0] != channels || s[1] < 1 || s[2] < 1 || s[3] < 1)
-      throw Error("generate", "--latent-shape: expected C,T,H,W with C = " + std::to_string(channels) +
-                                  " (the model's latent_channel) and positive T, H, W; got " + *opt.latent_shape);
-    return {s[0], s[1], s[2], s[3]};
-  }
-  const int frames = opt.frames.value_or(1);
-  const int height = opt.height.value_or(defaults.value("height", 0));
-  const int width = opt.width.value_or(defaults.value("width", 0));
-  if (height <= 0 || width <= 0)
-    throw Error("generate", "--height and --width are required (positive) for this model, or give --latent-shape");
-  if (frames < 1) throw Error("generate", "--frames: expected an integer >= 1");
-  if (is_pixel_space(dir)) return {channels, frames, height, width};
-  // VAE latents: 16x spatial, 4x temporal compression (cosmos3-pipeline.md §5).
-  if (height % 16 || width % 16) throw Error("generate", "--height and --width must be positive multiples of 16");
-  return {channels, (frames - 1) / 4 + 1, height / 16, width / 16};
-}
-
-std::vector<int64_t> prompt_ids(const std::optional<std::string>& text, const std::optional<std::string>& ids,
-                                const ModelDirectory& dir, const char* what, std::optional<Tokenizer>& tokenizer) {
-  if (ids) return parse_int_list(*ids, what);
-  if (!tokenizer) {
-    if (!dir.tokenizer_path)
-      throw Error("generate", dir.root + " has no text_tokenizer/tokenizer.json; pass token ids with --prompt-ids");
-    tokenizer = Tokenizer::from_file(*dir.tokenizer_path);
-  }
-  return tokenizer->understanding_prefix(text.value_or(""));
-}
-
-sched::SchedulerConfig scheduler_config_for(const GenerateOptions& opt, const ModelDirectory& dir, bool video) {
-  sched::SchedulerConfig config;
-  if (opt.scheduler_config) {
-    config = sched::load_scheduler_config(*opt.scheduler_config);
-  } else if (dir.scheduler_config_path) {
-    config = sched::load_scheduler_config(*dir.scheduler_config_path);
-  } else {
-    // No scheduler in the model: UniPC as the Cosmos3 docs configure it.
-    config = sched::parse_scheduler_config(
-        {{"_class_name", "UniPCMultistepScheduler"}, {"prediction_type", "flow_prediction"}, {"use_flow_sigmas", true},
-         {"flow_shift", video ? 10.0 : 3.0}},
-        "default UniPC (flow_shift " + std::string(video ? "10" : "3") + ")");
-  }
-  sched::SchedulerOverrides o;
-  if (opt.scheduler) {
-    if (*opt.scheduler == "unipc")
-      o.kind = sched::SchedulerKind::unipc_multistep;
-    else if (*opt.scheduler == "euler")
-      o.kind = sched::SchedulerKind::flow_match_euler;
-    else
-      throw Error("generate", "--scheduler: expected unipc or euler, got '" + *opt.scheduler + "'");
-  }
-  // The pipeline forces Karras off (cosmos3-pipeline.md §9) and applies the
-  // request's flow_shift.
-  if (o.kind.value_or(config.kind) == sched::SchedulerKind::unipc_multistep) o.use_karras_sigmas = false;
-  o.flow_shift = opt.flow_shift;
-  sched::apply_overrides(config, o);
-  return config;
 }
 
 Image8 latent_to_image(const std::vector<float>& latent, const std::array<int64_t, 4>& shape) {
@@ -190,13 +94,13 @@ class ProgressBar : public DenoiseObserver {
 
 void run_generate(const GenerateOptions& opt) {
   const ModelDirectory dir = ModelDirectory::open(opt.model_dir);
-  const json defaults = model_defaults(dir);
+  const ModelDefaults defaults = read_model_defaults(dir);
   const PolicyOverrides overrides = opt.policy.overrides();
   const ResolvedPolicy policy = resolve_policy(dir.config, dir.config_path, overrides);
   for (const auto& w : policy.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
 
-  const int steps = opt.steps.value_or(defaults.value("num_inference_steps", 35));
-  const double guidance = opt.guidance.value_or(defaults.value("guidance_scale", 6.0));
+  const int steps = opt.steps ? *opt.steps : defaults.steps.value_or(35);
+  const double guidance = opt.guidance ? *opt.guidance : defaults.guidance.value_or(6.0);
   if (steps < 1) throw Error("generate", "--steps: expected an integer >= 1, got " + std::to_string(steps));
   if (opt.prompt && opt.prompt_ids) throw Error("generate", "give --prompt or --prompt-ids, not both");
   if (!opt.prompt && !opt.prompt_ids) throw Error("generate", "a prompt is required: --prompt TEXT or --prompt-ids 1,2,3");
@@ -208,17 +112,18 @@ void run_generate(const GenerateOptions& opt) {
   check_governed_counts(policy, transformer.governed_counts(), dir.transformer_dir);
   StepController controller(plan_steps(policy, transformer.has_fp8(), steps));
 
-  const auto shape = latent_geometry(opt, dir, transformer.config().latent_channel, defaults);
+  const auto shape = latent_shape_for({opt.latent_shape, opt.height, opt.width, opt.frames}, dir,
+                                      transformer.config().latent_channel, defaults);
   const auto [C, T, H, W] = shape;
-  std::optional<Tokenizer> tokenizer;
+  PromptEncoder encoder(dir);
   DenoiseRequest request;
   request.latent_shape = shape;
   request.fps = opt.fps;
   request.guidance = guidance;
-  request.cond_ids = prompt_ids(opt.prompt, opt.prompt_ids, dir, "--prompt-ids", tokenizer);
+  request.cond_ids = opt.prompt_ids ? parse_id_list(*opt.prompt_ids, "--prompt-ids") : encoder.encode(*opt.prompt);
   if (guidance != 1.0)
-    request.uncond_ids =
-        prompt_ids(opt.negative_prompt, opt.negative_prompt_ids, dir, "--negative-prompt-ids", tokenizer);
+    request.uncond_ids = opt.negative_prompt_ids ? parse_id_list(*opt.negative_prompt_ids, "--negative-prompt-ids")
+                                                 : encoder.encode(opt.negative_prompt.value_or(""));
   if (opt.noise_file) {
     const auto f = SafetensorsFile::open(*opt.noise_file);
     const TensorView& noise = f->get("noise");
@@ -230,7 +135,8 @@ void run_generate(const GenerateOptions& opt) {
   } else {
     request.noise = NormalGenerator(opt.seed.value_or(0)).normals(std::size_t(C * T * H * W));
   }
-  auto scheduler = sched::make_scheduler(scheduler_config_for(opt, dir, T > 1));
+  auto scheduler =
+      sched::make_scheduler(scheduler_config_for({opt.scheduler_config, opt.scheduler, opt.flow_shift}, dir, T > 1));
   const SequenceSettings settings = read_sequence_settings(dir.config, dir.config_path);
 
   // Decide every output path before the loop, so bad options fail early.

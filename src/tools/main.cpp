@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   stepmix::cli::add_inspect_command(app);
   stepmix::cli::add_forward_command(app);
   stepmix::cli::add_generate_command(app);
+  stepmix::cli::add_quantize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,131 @@
+#include "pipeline/model_setup.hpp"
+
+#include <filesystem>
+#include <sstream>
+
+#include "stepmix/error.hpp"
+
+namespace stepmix {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+ModelDefaults read_model_defaults(const ModelDirectory& dir) {
+  ModelDefaults d;
+  if (!dir.model_index.is_object() || !dir.model_index.contains("stepmix")) return d;
+  const json& s = dir.model_index["stepmix"];
+  const std::string where = dir.model_index_path.value_or("model_index.json") + ": stepmix.";
+  if (!s.is_object()) throw Error("config", where.substr(0, where.size() - 1) + ": expected an object");
+  auto int_key = [&](const char* key, std::optional<int>& out) {
+    if (!s.contains(key)) return;
+    if (!s[key].is_number_integer() || s[key].get<int64_t>() < 1 || s[key].get<int64_t>() > 1 << 20)
+      throw Error("config", where + key + ": expected a positive integer, got " + s[key].dump());
+    out = s[key].get<int>();
+  };
+  int_key("height", d.height);
+  int_key("width", d.width);
+  int_key("num_inference_steps", d.steps);
+  if (s.contains("guidance_scale")) {
+    if (!s["guidance_scale"].is_number() || s["guidance_scale"].is_boolean())
+      throw Error("config", where + "guidance_scale: expected a number, got " + s["guidance_scale"].dump());
+    d.guidance = s["guidance_scale"].get<double>();
+  }
+  return d;
+}
+
+bool is_pixel_space(const ModelDirectory& dir) {
+  return dir.transformer_dir != dir.root && !fs::exists(fs::path(dir.root) / "vae");
+}
+
+std::vector<int64_t> parse_id_list(const std::string& text, const std::string& option) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size())
+      throw Error("generate", option + ": expected comma-separated integers, got '" + text + "'");
+    out.push_back(v);
+  }
+  if (out.empty()) throw Error("generate", option + ": expected at least one integer");
+  return out;
+}
+
+std::array<int64_t, 4> latent_shape_for(const GeometryRequest& r, const ModelDirectory& dir, int64_t channels,
+                                        const ModelDefaults& defaults) {
+  // A latent of more than 2^28 values (1 GiB of FP32) is refused before any allocation.
+  constexpr int64_t kMaxLatentValues = int64_t(1) << 28;
+  auto check_size = [&](const std::array<int64_t, 4>& s) {
+    int64_t n = 1;
+    for (int64_t d : s) {
+      if (d < 1 || d > kMaxLatentValues || n > kMaxLatentValues / d)
+        throw Error("generate", "latent " + std::to_string(s[0]) + "," + std::to_string(s[1]) + "," +
+                                    std::to_string(s[2]) + "," + std::to_string(s[3]) +
+                                    " is empty or larger than the limit of 2^28 values");
+      n *= d;
+    }
+    return s;
+  };
+  if (r.latent_shape) {
+    if (r.height || r.width || r.frames)
+      throw Error("generate", "--latent-shape conflicts with --height/--width/--frames");
+    const auto s = parse_id_list(*r.latent_shape, "--latent-shape");
+    if (s.size() != 4 || s[0] != channels || s[1] < 1 || s[2] < 1 || s[3] < 1)
+      throw Error("generate", "--latent-shape: expected C,T,H,W with C = " + std::to_string(channels) +
+                                  " (the model's latent_channel) and positive T, H, W; got " + *r.latent_shape);
+    return check_size({s[0], s[1], s[2], s[3]});
+  }
+  const int frames = r.frames.value_or(1);
+  const int height = r.height ? *r.height : defaults.height.value_or(0);
+  const int width = r.width ? *r.width : defaults.width.value_or(0);
+  if (height <= 0 || width <= 0)
+    throw Error("generate", "--height and --width are required (positive) for this model, or give --latent-shape");
+  if (frames < 1) throw Error("generate", "--frames: expected an integer >= 1");
+  if (is_pixel_space(dir)) return check_size({channels, frames, height, width});
+  if (height % 16 || width % 16) throw Error("generate", "--height and --width must be positive multiples of 16");
+  return check_size({channels, (frames - 1) / 4 + 1, height / 16, width / 16});
+}
+
+sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const ModelDirectory& dir, bool video) {
+  sched::SchedulerConfig config;
+  if (r.config_file) {
+    config = sched::load_scheduler_config(*r.config_file);
+  } else if (dir.scheduler_config_path) {
+    config = sched::load_scheduler_config(*dir.scheduler_config_path);
+  } else {
+    // No scheduler in the model: UniPC as the Cosmos3 docs configure it.
+    config = sched::parse_scheduler_config(
+        {{"_class_name", "UniPCMultistepScheduler"}, {"prediction_type", "flow_prediction"}, {"use_flow_sigmas", true},
+         {"flow_shift", video ? 10.0 : 3.0}},
+        "default UniPC (flow_shift " + std::string(video ? "10" : "3") + ")");
+  }
+  sched::SchedulerOverrides o;
+  if (r.kind) {
+    if (*r.kind == "unipc")
+      o.kind = sched::SchedulerKind::unipc_multistep;
+    else if (*r.kind == "euler")
+      o.kind = sched::SchedulerKind::flow_match_euler;
+    else
+      throw Error("generate", "--scheduler: expected unipc or euler, got '" + *r.kind + "'");
+  }
+  if (o.kind.value_or(config.kind) == sched::SchedulerKind::unipc_multistep) o.use_karras_sigmas = false;
+  o.flow_shift = r.flow_shift;
+  sched::apply_overrides(config, o);
+  return config;
+}
+
+std::vector<int64_t> PromptEncoder::encode(const std::string& text) {
+  if (!tokenizer_) {
+    if (!dir_.tokenizer_path)
+      throw Error("generate", dir_.root + " has no text_tokenizer/tokenizer.json; pass token ids with --prompt-ids");
+    tokenizer_ = Tokenizer::from_file(*dir_.tokenizer_path);
+  }
+  return tokenizer_->understanding_prefix(text);
+}
+
+}  // namespace stepmix

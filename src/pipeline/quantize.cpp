@@ -1,0 +1,199 @@
+#include "pipeline/quantize.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/numerics.hpp"
+#include "io/checkpoint.hpp"
+#include "io/safetensors.hpp"
+#include "model/transformer.hpp"
+#include "pipeline/denoise.hpp"
+#include "pipeline/model_setup.hpp"
+#include "pipeline/noise.hpp"
+#include "quant/governed.hpp"
+#include "stepmix/error.hpp"
+
+namespace stepmix {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+json modelopt_fp8_quantization_config(const std::optional<StepPolicy>& policy, bool with_runtime) {
+  const json eight_bit_float = {{"num_bits", 8}, {"type", "float"}, {"dynamic", false}};
+  json q = {
+      {"quant_method", "modelopt"},
+      {"quant_algo", "FP8"},
+      {"quant_type", "FP8_FP8"},
+      {"weight_only", false},
+      {"producer", {{"name", "stepmix"}, {"version", STEPMIX_VERSION}}},
+      {"config_groups",
+       {{"group_0", {{"weights", eight_bit_float}, {"input_activations", eight_bit_float}, {"targets", {"Linear"}}}}}},
+      {"ignore", {"proj_in", "proj_out", "time_embedder*", "audio_proj_in", "audio_proj_out", "action_proj_in",
+                  "action_proj_out", "lm_head", "model.visual*", "visual*"}},
+      {"modules_to_not_convert", {"proj_in", "proj_out", "time_embedder", "lm_head", "visual"}},
+      {"calib_cfg", {{"method", "max"}}},
+      {"block_quantize", nullptr},
+      {"channel_quantize", nullptr},
+      {"scale_block_quantize", nullptr},
+      {"scale_channel_quantize", nullptr},
+  };
+  if (with_runtime) {
+    if (!policy) {
+      q["runtime"] = nullptr;
+    } else {
+      auto window = [](int count) { return json{{"count", count}, {"mode", "a16"}}; };
+      q["runtime"] = {{"diffusion_step_policy",
+                       {{"schema_version", 1},
+                        {"type", "first_last_n"},
+                        {"index_space", "denoising_loop_iteration"},
+                        {"scope", policy->scope},
+                        {"default_mode", "native"},
+                        {"first_steps", window(policy->first_steps)},
+                        {"last_steps", window(policy->last_steps)},
+                        {"overlap", std::string(tower_mode_name(policy->overlap))},
+                        {"reasoner", std::string(tower_mode_name(policy->reasoner))}}}};
+    }
+  }
+  return q;
+}
+
+namespace {
+
+// max|x| per governed Linear over every call it ran.
+std::map<std::string, float> calibrate(Cosmos3Transformer& transformer, const ModelDirectory& dir,
+                                       const CalibrationSettings& c, int& calls) {
+  std::map<std::string, float> amax;
+  transformer.for_each_governed_linear([&](Linear& linear) {
+    amax[linear.name()] = 0.0f;
+    linear.set_input_observer([&amax](const std::string& name, const float* x, const uint16_t* x_bf16, int64_t M,
+                                      int64_t K) {
+      float m = amax[name];
+      for (int64_t i = 0; i < M * K; ++i) m = std::max(m, std::fabs(x ? x[i] : bf16_to_float(x_bf16[i])));
+      amax[name] = m;
+    });
+  });
+  // Every pass must run the reasoner Linears too, not only the first one.
+  transformer.understanding_cache().set_capacity(0);
+
+  const ResolvedPolicy dense_policy = resolve_policy(dir.config, dir.config_path, {});
+  const SequenceSettings sequence = read_sequence_settings(dir.config, dir.config_path);
+  auto scheduler = sched::make_scheduler(
+      scheduler_config_for({c.scheduler_config, std::nullopt, std::nullopt}, dir, c.latent_shape[1] > 1));
+  const auto [C, T, H, W] = c.latent_shape;
+  for (const auto& prompt : c.prompts) {
+    for (int seed = 0; seed < c.seeds; ++seed) {
+      StepController controller(plan_steps(dense_policy, false, c.steps));
+      DenoiseRequest request;
+      request.cond_ids = prompt;
+      request.uncond_ids = c.negative_prompt;
+      request.latent_shape = c.latent_shape;
+      request.fps = c.fps;
+      request.guidance = c.guidance;
+      request.noise = NormalGenerator(uint64_t(seed)).normals(std::size_t(C * T * H * W));
+      calls += denoise(transformer, *scheduler, controller, request, sequence).transformer_calls;
+    }
+  }
+  transformer.for_each_governed_linear([](Linear& l) { l.set_input_observer({}); });
+  return amax;
+}
+
+// E4M3 codes of a BF16/F32 weight and its scale s_w = max|W| / 448.
+std::pair<std::vector<uint8_t>, float> quantize_weight(const TensorView& w, float& amax_out) {
+  const int64_t n = w.numel();
+  std::vector<float> values(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    values[std::size_t(i)] = w.dtype == DType::BF16 ? bf16_to_float(w.as<uint16_t>()[i]) : w.as<float>()[i];
+  float amax = 0;
+  for (float v : values) amax = std::max(amax, std::fabs(v));
+  amax_out = amax;
+  if (!(amax > 0) || !std::isfinite(amax))
+    throw Error("quantize", w.file + ": tensor '" + w.name + "' has max|W| = " + std::to_string(amax) +
+                                "; a tensorwise FP8 scale needs a finite non-zero weight");
+  const float scale = amax / kE4M3Max;
+  std::vector<uint8_t> codes(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) codes[i] = quantize_e4m3_saturating(values[i] / scale);
+  return {std::move(codes), scale};
+}
+
+void copy_model_tree(const fs::path& from, const fs::path& to, const fs::path& skip) {
+  for (const auto& entry : fs::directory_iterator(from)) {
+    if (entry.path() == skip) continue;
+    fs::copy(entry.path(), to / entry.path().filename(), fs::copy_options::recursive);
+  }
+}
+
+}  // namespace
+
+QuantizeReport quantize_checkpoint(const QuantizeSettings& s) {
+  if (fs::exists(s.out_dir)) throw Error("quantize", s.out_dir + ": already exists; choose a new output directory");
+  const ModelDirectory dir = ModelDirectory::open(s.model_dir);
+  if (dir.transformer_dir == dir.root)
+    throw Error("quantize", s.model_dir + ": expected a Diffusers model directory (with transformer/)");
+  if (dir.config.contains("quantization_config") && !dir.config["quantization_config"].is_null())
+    throw Error("quantize", dir.config_path + ": quantization_config: the model is already quantized");
+  if (s.calibration.prompts.empty()) throw Error("quantize", "no calibration prompts");
+  if (s.calibration.seeds < 1 || s.calibration.steps < 1)
+    throw Error("quantize", "calibration needs at least one seed and one step");
+
+  const TensorStore store = TensorStore::open_folder(dir.transformer_dir);
+  Cosmos3Transformer transformer = Cosmos3Transformer::load(store, dir.config, dir.config_path);
+  QuantizeReport report;
+  report.input_amax = calibrate(transformer, dir, s.calibration, report.transformer_calls);
+
+  // New tensor list: governed Linears become FP8 + scales, the rest is copied.
+  const GovernedDiscovery governed = discover_governed_linears(store);
+  std::map<std::string, const GovernedLinear*> by_weight;
+  for (const auto& g : governed.linears) by_weight[g.module + ".weight"] = &g;
+  std::vector<TensorToWrite> tensors;
+  for (const std::string& name : store.names()) {
+    const TensorView& t = store.get(name);
+    auto it = by_weight.find(name);
+    if (it == by_weight.end()) {
+      tensors.push_back(make_tensor_raw(name, t.dtype, t.shape, t.data, t.nbytes));
+      continue;
+    }
+    const std::string& module = it->second->module;
+    const float x_amax = report.input_amax.at(module);
+    if (!(x_amax > 0) || !std::isfinite(x_amax))
+      throw Error("quantize", "Linear '" + module + "' saw max|x| = " + std::to_string(x_amax) +
+                                  " during calibration; an input_scale needs finite non-zero activations");
+    auto [codes, weight_scale] = quantize_weight(t, report.weight_amax[module]);
+    const float input_scale = x_amax / kE4M3Max;
+    tensors.push_back(make_tensor_raw(name, DType::F8_E4M3, t.shape, codes.data(), codes.size()));
+    tensors.push_back(make_tensor_raw(module + ".weight_scale", DType::F32, {}, &weight_scale, sizeof(float)));
+    tensors.push_back(make_tensor_raw(module + ".input_scale", DType::F32, {}, &input_scale, sizeof(float)));
+  }
+
+  // Write everything under a temporary directory, then rename it into place.
+  const fs::path out(s.out_dir);
+  const fs::path tmp = out.string() + ".tmp." + std::to_string(::getpid());
+  fs::remove_all(tmp);
+  try {
+    fs::create_directories(tmp / "transformer");
+    copy_model_tree(dir.root, tmp, fs::path(dir.transformer_dir));
+    for (const auto& entry : fs::directory_iterator(dir.transformer_dir)) {
+      const std::string f = entry.path().filename().string();
+      if (f == "config.json" || f.ends_with(".safetensors") || f.ends_with(".safetensors.index.json")) continue;
+      fs::copy(entry.path(), tmp / "transformer" / f, fs::copy_options::recursive);
+    }
+    json config = dir.config;
+    config["quantization_config"] = modelopt_fp8_quantization_config(s.policy, true);
+    write_file_atomic((tmp / "transformer" / "config.json").string(), config.dump(2) + "\n");
+    write_file_atomic((tmp / "hf_quant_config.json").string(),
+                      modelopt_fp8_quantization_config(s.policy, false).dump(2) + "\n");
+    write_safetensors((tmp / "transformer" / "diffusion_pytorch_model.safetensors").string(), tensors,
+                      {{"format", "pt"}});
+    fs::rename(tmp, out);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  return report;
+}
+
+}  // namespace stepmix

@@ -1,0 +1,233 @@
+#include "quant/linear.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/dtype.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/linear_kernels.hpp"
+#include "stepmix/error.hpp"
+
+namespace stepmix {
+
+namespace {
+
+using kernels::ActivationOperand;
+using kernels::BiasType;
+using kernels::GemmArgs;
+using kernels::GemmArithmetic;
+using kernels::OutputType;
+using kernels::WeightOperand;
+
+[[noreturn]] void fail(const std::string& linear, const std::string& message) {
+  throw Error("linear", "'" + linear + "': " + message);
+}
+
+void check_view_bytes(const std::string& linear, const TensorView& t, const char* what) {
+  if (t.data == nullptr && t.numel() > 0) fail(linear, std::string(what) + " has no data");
+  if (t.nbytes != std::size_t(t.numel()) * dtype_size(t.dtype))
+    fail(linear, std::string(what) + " holds " + std::to_string(t.nbytes) + " bytes, expected " +
+                     std::to_string(std::size_t(t.numel()) * dtype_size(t.dtype)) + " for " +
+                     std::string(dtype_name(t.dtype)) + " " + shape_to_string(t.shape));
+}
+
+float checked_scale(const std::string& linear, const std::optional<float>& scale, const char* what) {
+  if (!scale) fail(linear, std::string("FP8 weight needs a ") + what + " (spec step-policy.md §3.3)");
+  if (!std::isfinite(*scale) || !(*scale > 0.0f))
+    fail(linear, std::string(what) + " must be finite and > 0, got " + std::to_string(*scale));
+  return *scale;
+}
+
+// Scratch that lives as long as the calling thread: activation codes of the
+// last W8A8 call, reused so steady-state calls do not allocate.
+std::vector<uint8_t>& thread_code_scratch() {
+  thread_local std::vector<uint8_t> codes;
+  return codes;
+}
+
+}  // namespace
+
+Linear::Linear(LinearWeights w, WeightCache cache) : weights_(std::move(w)), cache_(cache) {
+  const std::string& n = weights_.name;
+  const TensorView& weight = weights_.weight;
+  if (weight.rank() != 2) fail(n, "weight must be 2-D [out, in], got " + shape_to_string(weight.shape));
+  out_features_ = weight.shape[0];
+  in_features_ = weight.shape[1];
+  if (out_features_ < 1 || in_features_ < 1) fail(n, "weight shape " + shape_to_string(weight.shape) + " is empty");
+  check_view_bytes(n, weight, "weight");
+
+  switch (weight.dtype) {
+    case DType::F8_E4M3:
+      is_fp8_ = true;
+      weight_scale_ = checked_scale(n, weights_.weight_scale, "weight_scale");
+      input_scale_ = checked_scale(n, weights_.input_scale, "input_scale");
+      break;
+    case DType::BF16:
+    case DType::F32:
+      if (weights_.weight_scale || weights_.input_scale)
+        fail(n, "a " + std::string(dtype_name(weight.dtype)) + " weight cannot carry weight_scale/input_scale");
+      break;
+    default:
+      fail(n, "weight dtype " + std::string(dtype_name(weight.dtype)) + " is not F8_E4M3, BF16 or F32");
+  }
+
+  if (weights_.bias) {
+    const TensorView& bias = *weights_.bias;
+    if (bias.rank() != 1 || bias.shape[0] != out_features_)
+      fail(n, "bias shape " + shape_to_string(bias.shape) + " does not match [" + std::to_string(out_features_) + "]");
+    if (bias.dtype != DType::BF16 && bias.dtype != DType::F32)
+      fail(n, "bias dtype " + std::string(dtype_name(bias.dtype)) + " is not BF16 or F32");
+    check_view_bytes(n, bias, "bias");
+  }
+
+  if (is_fp8_ && cache_ == WeightCache::All) {
+    // Ŵ for the W8A16 BF16-activation path, made with the same kernel the
+    // uncached path fuses, so both give identical bits.
+    const int64_t count = out_features_ * in_features_;
+    bf16_weight_cache_.resize(std::size_t(count));
+    const auto& k = kernels::active_kernels();
+    const auto* codes = weight.as<uint8_t>();
+    constexpr int64_t kRowsPerTask = 64;
+    const int64_t tasks = (out_features_ + kRowsPerTask - 1) / kRowsPerTask;
+    ThreadPool::global().parallel_for(tasks, [&](int64_t t) {
+      const int64_t row0 = t * kRowsPerTask;
+      const int64_t rows = std::min(kRowsPerTask, out_features_ - row0);
+      k.dequantize_e4m3_to_bf16(codes + row0 * in_features_, rows * in_features_, weight_scale_,
+                                bf16_weight_cache_.data() + row0 * in_features_);
+    });
+  }
+}
+
+void Linear::check_mode(LinearMode mode) const {
+  if (is_fp8_ && mode != LinearMode::W8A16 && mode != LinearMode::W8A8)
+    fail(name(), "an FP8 layer runs W8A16 or W8A8, not Dense");
+}
+
+void Linear::quantize_activations(const void* x, bool x_is_bf16, int64_t M, uint8_t* codes) const {
+  const auto& k = kernels::active_kernels();
+  const int64_t K = in_features_;
+  // Rows per task so that each task quantizes at least ~16k elements.
+  const int64_t rows_per_task = std::max<int64_t>(1, (16384 + K - 1) / K);
+  const int64_t tasks = (M + rows_per_task - 1) / rows_per_task;
+  ThreadPool::global().parallel_for(tasks, [&](int64_t t) {
+    const int64_t row0 = t * rows_per_task;
+    const int64_t count = std::min(rows_per_task, M - row0) * K;
+    if (x_is_bf16) {
+      k.quantize_e4m3_bf16(static_cast<const uint16_t*>(x) + row0 * K, count, input_scale_, codes + row0 * K);
+    } else {
+      k.quantize_e4m3_f32(static_cast<const float*>(x) + row0 * K, count, input_scale_, codes + row0 * K);
+    }
+  });
+  if (code_hook_) code_hook_(name(), codes, M, K);
+}
+
+namespace {
+
+void set_bias(GemmArgs& args, const std::optional<TensorView>& bias) {
+  if (!bias) return;
+  args.bias_type = bias->dtype == DType::F32 ? BiasType::F32 : BiasType::BF16;
+  args.bias = bias->data;
+}
+
+}  // namespace
+
+void Linear::forward(const float* x, int64_t M, float* y, LinearMode mode) const {
+  check_mode(mode);
+  if (M < 0) fail(name(), "negative row count " + std::to_string(M));
+  if (M == 0) return;
+  if (!x || !y) fail(name(), "null activation or output pointer");
+  if (input_observer_) input_observer_(name(), x, nullptr, M, in_features_);
+
+  GemmArgs args;
+  args.M = M;
+  args.N = out_features_;
+  args.K = in_features_;
+  args.y = y;
+  args.y_type = OutputType::F32;
+  set_bias(args, weights_.bias);
+  const TensorView& weight = weights_.weight;
+  args.w = weight.data;
+
+  if (!is_fp8_) {
+    args.arithmetic = GemmArithmetic::F32;
+    args.a_type = ActivationOperand::F32;
+    args.a = x;
+    args.w_type = weight.dtype == DType::F32 ? WeightOperand::F32 : WeightOperand::BF16;
+    kernels::active_kernels().gemm(args);
+    return;
+  }
+  if (mode == LinearMode::W8A16) {
+    // FP32 activations need the FP32 W_deq, which the BF16 cache cannot hold.
+    args.arithmetic = GemmArithmetic::F32;
+    args.a_type = ActivationOperand::F32;
+    args.a = x;
+    args.w_type = WeightOperand::E4M3TimesScaleF32;
+    args.weight_scale = weight_scale_;
+    kernels::active_kernels().gemm(args);
+    return;
+  }
+  std::vector<uint8_t>& codes = thread_code_scratch();
+  if (codes.size() < std::size_t(M * in_features_)) codes.resize(std::size_t(M * in_features_));
+  quantize_activations(x, /*x_is_bf16=*/false, M, codes.data());
+  args.arithmetic = GemmArithmetic::BF16;
+  args.a_type = ActivationOperand::E4M3Codes;
+  args.a = codes.data();
+  args.w_type = WeightOperand::E4M3;
+  args.alpha = input_scale_ * weight_scale_;
+  kernels::active_kernels().gemm(args);
+}
+
+void Linear::forward(const uint16_t* x_bf16, int64_t M, uint16_t* y_bf16, LinearMode mode) const {
+  check_mode(mode);
+  if (M < 0) fail(name(), "negative row count " + std::to_string(M));
+  if (M == 0) return;
+  if (!x_bf16 || !y_bf16) fail(name(), "null activation or output pointer");
+  if (input_observer_) input_observer_(name(), nullptr, x_bf16, M, in_features_);
+
+  GemmArgs args;
+  args.M = M;
+  args.N = out_features_;
+  args.K = in_features_;
+  args.y = y_bf16;
+  args.y_type = OutputType::BF16;
+  set_bias(args, weights_.bias);
+  const TensorView& weight = weights_.weight;
+  args.w = weight.data;
+
+  if (!is_fp8_) {
+    // BF16 x BF16 products are exact; FP32 weights need FP32 products.
+    const bool bf16_weight = weight.dtype == DType::BF16;
+    args.arithmetic = bf16_weight ? GemmArithmetic::BF16 : GemmArithmetic::F32;
+    args.a_type = ActivationOperand::BF16;
+    args.a = x_bf16;
+    args.w_type = bf16_weight ? WeightOperand::BF16 : WeightOperand::F32;
+    kernels::active_kernels().gemm(args);
+    return;
+  }
+  if (mode == LinearMode::W8A16) {
+    args.arithmetic = GemmArithmetic::BF16;
+    args.a_type = ActivationOperand::BF16;
+    args.a = x_bf16;
+    if (!bf16_weight_cache_.empty()) {
+      args.w_type = WeightOperand::BF16;
+      args.w = bf16_weight_cache_.data();
+    } else {
+      args.w_type = WeightOperand::E4M3TimesScaleBF16;
+      args.weight_scale = weight_scale_;
+    }
+    kernels::active_kernels().gemm(args);
+    return;
+  }
+  std::vector<uint8_t>& codes = thread_code_scratch();
+  if (codes.size() < std::size_t(M * in_features_)) codes.resize(std::size_t(M * in_features_));
+  quantize_activations(x_bf16, /*x_is_bf16=*/true, M, codes.data());
+  args.arithmetic = GemmArithmetic::BF16;
+  args.a_type = ActivationOperand::E4M3Codes;
+  args.a = codes.data();
+  args.w_type = WeightOperand::E4M3;
+  args.alpha = input_scale_ * weight_scale_;
+  kernels::active_kernels().gemm(args);
+}
+
+}  // namespace stepmix

@@ -1,0 +1,132 @@
+// stepmix quantize: weights follow the producer's rules exactly (the golden
+// FP8 export was made from the golden BF16 weights with the same rules), the
+// scales reload, the policy parses, and the output appears atomically.
+#include "pipeline/quantize.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <filesystem>
+
+#include "io/checkpoint.hpp"
+#include "model/model_test_util.hpp"
+#include "quant/governed.hpp"
+#include "stepmix/error.hpp"
+
+namespace stepmix {
+namespace {
+
+namespace fs = std::filesystem;
+
+class QuantizeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("stepmix_quant_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_ / "bf16");
+    fs::copy(test::golden_path("transformer"), dir_ / "bf16" / "transformer", fs::copy_options::recursive);
+    fs::create_directories(dir_ / "bf16" / "scheduler");
+    fs::copy_file(test::golden_path("scheduler/unipc_flowshift10.json"),
+                  dir_ / "bf16" / "scheduler" / "scheduler_config.json");
+    settings_.model_dir = (dir_ / "bf16").string();
+    settings_.out_dir = (dir_ / "fp8").string();
+    settings_.calibration.prompts = {{28, 93, 12, 50, 83, 45, 72, 55, 80, 64, 77, 94, 95}, {5, 6, 7, 94, 95}};
+    settings_.calibration.negative_prompt = {17, 32, 40, 94, 95};
+    settings_.calibration.seeds = 1;
+    settings_.calibration.steps = 4;
+    settings_.calibration.latent_shape = {4, 1, 6, 8};
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+  QuantizeSettings settings_;
+};
+
+float scalar(const TensorView& t) {
+  float v;
+  std::memcpy(&v, t.data, sizeof v);
+  return v;
+}
+
+TEST_F(QuantizeTest, WeightsMatchTheGoldenExportBitForBitAndScalesReload) {
+  const QuantizeReport report = quantize_checkpoint(settings_);
+  EXPECT_EQ(report.input_amax.size(), 28u);
+  EXPECT_EQ(report.transformer_calls, 2 * 1 * 4 * 2);
+
+  const TensorStore ours = TensorStore::open_folder((dir_ / "fp8" / "transformer").string());
+  const TensorStore golden = TensorStore::open_folder(test::golden_path("transformer-fp8"));
+  const GovernedDiscovery d = discover_governed_linears(ours);
+  EXPECT_EQ(d.counts.generation_fp8, 14);
+  EXPECT_EQ(d.counts.reasoner_fp8, 14);
+  for (const GovernedLinear& g : d.linears) {
+    SCOPED_TRACE(g.module);
+    const TensorView& want = golden.get(g.module + ".weight");
+    ASSERT_EQ(g.weight->nbytes, want.nbytes);
+    EXPECT_EQ(std::memcmp(g.weight->data, want.data, want.nbytes), 0);
+    EXPECT_EQ(g.weight_scale, scalar(golden.get(g.module + ".weight_scale")));
+    EXPECT_EQ(g.input_scale, report.input_amax.at(g.module) / 448.0f);
+    EXPECT_GT(g.input_scale, 0.0f);
+  }
+  // Everything that is not a governed Linear is copied unchanged.
+  EXPECT_EQ(ours.size(), golden.size());
+  for (const std::string& name : golden.names()) {
+    const TensorView& a = ours.get(name);
+    if (a.dtype == DType::F8_E4M3 || name.ends_with("_scale")) continue;
+    EXPECT_EQ(std::memcmp(a.data, golden.get(name).data, a.nbytes), 0) << name;
+  }
+  // The written policy resolves to the default 3/3 schedule.
+  const ModelDirectory out = ModelDirectory::open((dir_ / "fp8").string());
+  const ResolvedPolicy policy = resolve_policy(out.config, out.config_path, {});
+  EXPECT_EQ(policy.source, "checkpoint");
+  EXPECT_EQ(trace_string(plan_steps(policy, true, 35).generation), "W8A16x3 / W8A8x29 / W8A16x3");
+  EXPECT_TRUE(fs::exists(dir_ / "fp8" / "scheduler" / "scheduler_config.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "fp8" / "hf_quant_config.json"));
+  // The quantized model runs.
+  Cosmos3Transformer model = Cosmos3Transformer::load(out);
+  EXPECT_TRUE(model.has_fp8());
+}
+
+TEST_F(QuantizeTest, NoPolicyWritesRuntimeNull) {
+  settings_.policy.reset();
+  settings_.calibration.prompts.resize(1);
+  quantize_checkpoint(settings_);
+  const ModelDirectory out = ModelDirectory::open((dir_ / "fp8").string());
+  EXPECT_TRUE(out.config["quantization_config"]["runtime"].is_null());
+  EXPECT_EQ(resolve_policy(out.config, out.config_path, {}).source, "no-policy");
+}
+
+TEST_F(QuantizeTest, SameInputsSameBytes) {
+  quantize_checkpoint(settings_);
+  settings_.out_dir = (dir_ / "fp8b").string();
+  quantize_checkpoint(settings_);
+  for (const char* f : {"transformer/diffusion_pytorch_model.safetensors", "transformer/config.json"}) {
+    std::ifstream a(dir_ / "fp8" / f, std::ios::binary), b(dir_ / "fp8b" / f, std::ios::binary);
+    EXPECT_TRUE(std::equal(std::istreambuf_iterator<char>(a), {}, std::istreambuf_iterator<char>(b))) << f;
+  }
+}
+
+TEST_F(QuantizeTest, RefusesExistingOutputAndQuantizedInput) {
+  fs::create_directories(settings_.out_dir);
+  EXPECT_THROW(quantize_checkpoint(settings_), Error);
+  EXPECT_TRUE(fs::is_empty(settings_.out_dir));
+  fs::remove_all(settings_.out_dir);
+  fs::create_directories(dir_ / "fp8in");
+  fs::copy(test::golden_path("transformer-fp8"), dir_ / "fp8in" / "transformer", fs::copy_options::recursive);
+  settings_.model_dir = (dir_ / "fp8in").string();
+  try {
+    quantize_checkpoint(settings_);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already quantized"), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(settings_.out_dir));
+}
+
+TEST_F(QuantizeTest, FailedCalibrationLeavesNothingBehind) {
+  settings_.calibration.prompts = {{1, 200}};  // id outside the vocabulary: the first forward fails
+  EXPECT_THROW(quantize_checkpoint(settings_), Error);
+  for (const auto& e : fs::directory_iterator(dir_)) EXPECT_EQ(e.path().filename().string().find("fp8"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stepmix
