@@ -44,6 +44,7 @@ struct GenerateOptions {
   double fps = 24.0;
   std::optional<std::string> out, save_latents;
   bool json_output = false;
+  std::string weight_cache = "none";
   PolicyOptions policy;
 };
 
@@ -108,7 +109,10 @@ void run_generate(const GenerateOptions& opt) {
     throw Error("generate", "give --negative-prompt or --negative-prompt-ids, not both");
   if (opt.noise_file && opt.seed) throw Error("generate", "give --seed or --noise, not both");
 
-  Cosmos3Transformer transformer = Cosmos3Transformer::load(dir);
+  if (opt.weight_cache != "none" && opt.weight_cache != "all")
+    throw Error("generate", "--weight-cache: expected none or all, got '" + opt.weight_cache + "'");
+  Cosmos3Transformer transformer =
+      Cosmos3Transformer::load(dir, opt.weight_cache == "all" ? WeightCache::All : WeightCache::None);
   check_governed_counts(policy, transformer.governed_counts(), dir.transformer_dir);
   StepController controller(plan_steps(policy, transformer.has_fp8(), steps));
 
@@ -224,6 +228,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--out", opt->out, "Output PNG (pixel-space models)");
   cmd->add_option("--save-latents", opt->save_latents, "Write the final latent (F32 'latent' [1,C,T,H,W])");
   cmd->add_flag("--json", opt->json_output, "Print one JSON object");
+  cmd->add_option("--weight-cache", opt->weight_cache,
+                  "none: FP8 weights stay 1 byte/parameter; all: keep a BF16 copy (2 bytes/parameter more)")
+      ->default_val("none");
   add_policy_options(*cmd, opt->policy);
   cmd->callback([opt] { run_generate(*opt); });
 }

@@ -26,6 +26,9 @@ cmp -s "$tmp/b.safetensors" "$tmp/c.safetensors" || fail "same seed gave differe
 "$bin" generate "${common[@]}" --steps 35 --seed 6 --save-latents "$tmp/d.safetensors" >/dev/null || fail "seed 6"
 cmp -s "$tmp/b.safetensors" "$tmp/d.safetensors" && fail "different seeds gave the same latents"
 
+"$bin" generate "${common[@]}" --steps 35 --seed 5 --weight-cache all --save-latents "$tmp/e.safetensors" >/dev/null ||
+  fail "weight cache all"
+cmp -s "$tmp/b.safetensors" "$tmp/e.safetensors" || fail "--weight-cache all changed the result"
 out=$("$bin" generate "${common[@]}" --steps 4 --mixed-precision none) || fail "none"
 grep -qx "trace: W8A8x4" <<<"$out" || fail "none trace: $out"
 out=$("$bin" generate "${common[@]}" --steps 1) || fail "one step"
