@@ -18,7 +18,7 @@ build="${STEPMIX_BENCH_BUILD:-$root/build-bench}"
 threads="${STEPMIX_THREADS:-2}"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTEPMIX_BUILD_BENCH=ON >/dev/null
-cmake --build "$build" --target bench_linear -j2 >/dev/null
+cmake --build "$build" --target bench_linear bench_peak_dot_bf16 -j2 >/dev/null
 
 rounds=2
 args=()
@@ -36,10 +36,13 @@ for ((round = 1; round <= rounds; ++round)); do
   STEPMIX_THREADS="$threads" "$build/bench/bench_linear" "${args[@]}" | tee -a "$results" >&2
   OMP_NUM_THREADS="$threads" /usr/bin/python3 "$here/torch_linear.py" "${args[@]}" | tee -a "$results" >&2
 done
+peak=$("$build/bench/bench_peak_dot_bf16" "$threads" | cut -d, -f3)
+mkdir -p "$here/results"
 
-/usr/bin/python3 - "$results" <<'PY'
-import collections, sys
+/usr/bin/python3 - "$results" "$peak" "$here/results/linear.json" "$threads" <<'PY'
+import collections, json, sys
 rows = collections.OrderedDict()
+peak = float(sys.argv[2])
 for line in open(sys.argv[1]):
     who, mode, m, k, n, _, gflops = line.strip().split(",")
     best = rows.setdefault((int(m), int(k), int(n)), {})
@@ -54,4 +57,21 @@ for (m, k, n), r in rows.items():
     print(f"{m:>5} {k:>6} {n:>6} | " + " ".join(f"{v:12.1f}" if v else f"{'-':>12}" for v in vals) +
           f" | {torch_g if torch_g else 0:10.1f} | {'':22}" + " ".join(ratios))
 print("GFLOP/s = 2·M·N·K / best call time over all rounds; BF16 activations everywhere; W8A16 converts FP8 weights inside the kernel, W8A16-cached uses WeightCache::All.")
+print(f"vdpbf16ps peak on {sys.argv[4]} thread(s), measured in this run: {peak:.1f} GFLOP/s; "
+      "fraction of peak per mode:")
+records = []
+for (m, k, n), r in rows.items():
+    torch_g = r.get("torch:BF16")
+    fractions = []
+    for mode in modes:
+        g = r.get("stepmix:" + mode)
+        if g is None:
+            continue
+        records.append({"M": m, "N": n, "K": k, "mode": mode, "gflops": g, "peer_gflops": torch_g,
+                        "ratio": g / torch_g if torch_g else None, "fraction_of_peak": g / peak if peak else None})
+        fractions.append(f"{mode} {g / peak:.0%}")
+    print(f"  {m:>5} {k:>6} {n:>6}: " + ", ".join(fractions) +
+          (f", torch {torch_g / peak:.0%}" if torch_g else ""))
+json.dump({"threads": int(sys.argv[4]), "peak_gflops": peak, "records": records}, open(sys.argv[3], "w"), indent=1)
+print(f"wrote {sys.argv[3]}")
 PY
