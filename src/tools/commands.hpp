@@ -11,5 +11,7 @@ void add_inspect_command(CLI::App& app);
 void add_forward_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace stepmix::cli

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# `stepmix bench` on the tiny golden checkpoints: the table lists every mode,
+# the JSON has every field, bad options are one-line errors. No timing is
+# asserted, and the PyTorch peer is skipped (--no-peer) to stay fast.
+# $1 = stepmix binary, $2 = tests/data.
+set -u
+bin=$1
+g=$2/golden/cosmos3-tiny
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+common=(--model "$g/transformer-fp8" --prompt-ids 28,93,12,50,83,45,72,55,80,64,77,94,95
+        --negative-prompt-ids 17,32,40,41,23,76,94,95 --latent-shape 4,1,6,8 --guidance 3 --steps 8
+        --repeat 2 --warmup 0 --no-peer)
+
+out=$("$bin" bench "${common[@]}" --reference "$g/transformer" --json "$tmp/bench.json" 2>"$tmp/err") ||
+  fail "bench: $(cat "$tmp/err")"
+for row in "^bf16 .*BF16x8" "^w8a16 .*W8A16x8" "^w8a8 .*W8A8x8" "^mixed .*W8A16x3 / W8A8x2 / W8A16x3" \
+           "^peer: not run: skipped"; do
+  grep -q "$row" <<<"$out" || fail "table lacks $row"$'\n'"$out"
+done
+for key in '"model":' '"steps": 8' '"repeat": 2' '"threads":' '"modes":' '"step_ms":' '"median":' '"p10":' \
+           '"p90":' '"step_ms_median_by_precision":' '"W8A8":' '"end_to_end_s":' '"steps_per_s":' \
+           '"images_per_s":' '"peak_rss_bytes":' '"weight_bytes_resident":' '"weight_cache_bytes":' '"peer":'; do
+  grep -qF -- "$key" "$tmp/bench.json" || fail "bench.json lacks $key"
+done
+# The mapped weights of the FP8 file are resident after the runs.
+grep -q '"weight_bytes_resident": [1-9]' "$tmp/bench.json" || fail "weight bytes: $(grep weight_bytes "$tmp/bench.json")"
+
+out=$("$bin" bench "${common[@]}" --model "$g/transformer" --repeat 1) || fail "bf16 model"
+grep -q "^bf16 .*BF16x8" <<<"$out" || fail "bf16 model table: $out"
+
+expect_error() {
+  local name=$1 want=$2
+  shift 2
+  "$bin" bench "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [[ $rc -eq 2 ]] || fail "$name: exit $rc, expected 2"
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "$name: stderr is not one line: $(cat "$tmp/err")"
+  grep -qF -- "$want" "$tmp/err" || fail "$name: stderr lacks '$want': $(cat "$tmp/err")"
+}
+expect_error repeat "--repeat: expected an integer >= 1" "${common[@]}" --repeat 0
+expect_error steps "--steps: expected an integer >= 1" "${common[@]}" --steps 0
+expect_error fp8_reference "is not a BF16 checkpoint" "${common[@]}" --reference "$g/transformer-fp8"
+expect_error two_prompts "give --prompt or --prompt-ids" "${common[@]}" --prompt "a boot"
+
+echo "bench: $failures failure(s)"
+[[ $failures -eq 0 ]]
