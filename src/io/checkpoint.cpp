@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "io/json_input.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -12,15 +11,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 json read_json_file(const std::string& path, const std::string& component) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(component, path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    throw Error(component, path + ": not valid JSON: " + e.what());
-  }
+  return parse_json_text(read_small_file(path, component), path, component);
 }
 
 namespace {

@@ -21,7 +21,9 @@
 
 namespace stepmix {
 
-// Read a JSON file; errors name the file and the parse position.
+// Read a JSON file (a regular file within kMaxJsonFileBytes, nested at most
+// kMaxJsonDepth levels: io/json_input.hpp); errors name the file and the
+// parse position.
 nlohmann::json read_json_file(const std::string& path, const std::string& component);
 
 // The "weight_map" of a *.safetensors.index.json: tensor name -> shard file

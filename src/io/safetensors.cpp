@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/json_input.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -38,7 +39,8 @@ std::string range_string(uint64_t a, uint64_t b) {
 
 // Parses the header JSON while rejecting duplicate keys at the top level
 // (nlohmann keeps the last one silently).
-json parse_header(const std::string& path, const char* text, std::size_t n) {
+json parse_header(const std::string& path, const char* text, std::size_t n, const SafetensorsLimits& limits) {
+  check_json_nesting(std::string_view(text, n), path + ": header", "safetensors", limits.max_json_depth);
   std::set<std::string> seen;
   std::string duplicate;
   auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
@@ -51,7 +53,7 @@ json parse_header(const std::string& path, const char* text, std::size_t n) {
   json header;
   try {
     header = json::parse(text, text + n, on_event);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e400
     fail(path, std::string("header is not valid JSON: ") + e.what());
   }
   if (!duplicate.empty()) fail_tensor(path, duplicate, "appears twice in the header");
@@ -87,16 +89,24 @@ ParsedEntry parse_entry(const std::string& path, const std::string& name, const 
                                 std::to_string(limits.max_rank));
   ParsedEntry out{name, *dtype, {}, 0, 0};
   // Element count computed with overflow checks before anything trusts it.
-  uint64_t numel = 1;
+  // The product of the non-zero dimensions must fit in int64: TensorView::numel()
+  // and shape arithmetic downstream multiply left to right in int64, so
+  // [2^32, 2^31, 0] (zero bytes) would overflow before the 0 is reached.
+  uint64_t nonzero_product = 1;
+  bool empty = false;
   for (const json& d : shape_json) {
     if (!is_count(d)) fail_tensor(path, name, "shape: expected non-negative integers, got " + shape_json.dump());
     const uint64_t dim = d.get<uint64_t>();
-    if (dim > uint64_t(std::numeric_limits<int64_t>::max()) ||
-        (dim != 0 && numel > std::numeric_limits<uint64_t>::max() / dim))
+    if (dim == 0) {
+      empty = true;
+    } else if (nonzero_product > uint64_t(std::numeric_limits<int64_t>::max()) / dim) {
       fail_tensor(path, name, "shape " + shape_json.dump() + " overflows the element count");
-    numel *= dim;
+    } else {
+      nonzero_product *= dim;
+    }
     out.shape.push_back(int64_t(dim));
   }
+  const uint64_t numel = empty ? 0 : nonzero_product;
   const uint64_t elem = dtype_size(*dtype);
   if (numel > std::numeric_limits<uint64_t>::max() / elem)
     fail_tensor(path, name, "shape " + shape_json.dump() + " overflows the byte count");
@@ -159,7 +169,7 @@ void SafetensorsFile::parse(std::size_t size, const SafetensorsLimits& limits) {
   if (header_len > file_size - 8)
     fail(path_, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
                    std::to_string(file_size) + " bytes)");
-  const json header = parse_header(path_, reinterpret_cast<const char*>(bytes + 8), header_len);
+  const json header = parse_header(path_, reinterpret_cast<const char*>(bytes + 8), header_len, limits);
   if (header.size() > limits.max_tensors + 1)
     fail(path_, "header lists " + std::to_string(header.size()) + " entries, more than the limit of " +
                    std::to_string(limits.max_tensors));

@@ -22,6 +22,7 @@ struct SafetensorsLimits {
   std::uint64_t max_header_bytes = 256ull << 20;  // 256 MiB of JSON
   std::size_t max_tensors = 1u << 20;
   int max_rank = 8;
+  int max_json_depth = 64;  // a valid header nests 3 levels (io/json_input.hpp)
 };
 
 class SafetensorsFile {

@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "io/json_input.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -19,6 +18,16 @@ using json = nlohmann::json;
 // use for it (ChatML first, as Cosmos3's Qwen vocabulary has it).
 constexpr const char* kEosNames[] = {"<|im_end|>", "<|endoftext|>", "</s>", "<eos>", "[EOS]"};
 constexpr const char* kVisionStart = "<|vision_start|>";
+
+// Token ids index an embedding table, so they are bounded well below the
+// int64 range (vocab_size = max id + 1 must not overflow).
+constexpr int64_t kMaxTokenId = (int64_t(1) << 31) - 1;
+const std::string kMaxIdText = std::to_string(kMaxTokenId);
+
+bool is_token_id(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= uint64_t(kMaxTokenId);
+  return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= kMaxTokenId;
+}
 
 // \w as the Whitespace pre-tokenizer sees ASCII: letters, digits, underscore.
 // Bytes >= 0x80 (UTF-8 sequences) count as word characters so that non-ASCII
@@ -45,14 +54,11 @@ void check_normalizer(const json& n, const std::string& label, bool& lowercase) 
 }  // namespace
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return from_json_text(ss.str(), path);
+  return from_json_text(read_small_file(path, "tokenizer"), path);
 }
 
 Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& label) {
+  check_json_nesting(text, label, "tokenizer");
   const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) fail(label, "not valid JSON");
   if (!doc.is_object()) fail(label, "expected a JSON object");
@@ -67,8 +73,7 @@ Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& 
                 "implemented yet)");
   if (!model.contains("vocab") || !model["vocab"].is_object()) fail(label, "model.vocab: expected an object {word: id}");
   for (const auto& [word, id] : model["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0)
-      fail(label, "model.vocab." + word + ": expected a non-negative integer id");
+    if (!is_token_id(id)) fail(label, "model.vocab." + word + ": expected an integer id in [0, " + kMaxIdText + "]");
     tok.vocab_.emplace(word, id.get<int64_t>());
     tok.vocab_size_ = std::max(tok.vocab_size_, id.get<int64_t>() + 1);
   }
@@ -82,9 +87,10 @@ Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& 
   if (doc.contains("added_tokens")) {
     if (!doc["added_tokens"].is_array()) fail(label, "added_tokens: expected an array");
     for (const json& a : doc["added_tokens"]) {
-      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || a["id"].get<int64_t>() < 0 ||
-          !a.contains("content") || !a["content"].is_string() || a["content"].get<std::string>().empty())
-        fail(label, "added_tokens: each entry needs a non-negative integer \"id\" and a non-empty \"content\"");
+      if (!a.is_object() || !a.contains("id") || !is_token_id(a["id"]) || !a.contains("content") ||
+          !a["content"].is_string() || a["content"].get<std::string>().empty())
+        fail(label, "added_tokens: each entry needs an integer \"id\" in [0, " + kMaxIdText +
+                        "] and a non-empty \"content\"");
       tok.added_.emplace_back(a["content"].get<std::string>(), a["id"].get<int64_t>());
       tok.vocab_size_ = std::max(tok.vocab_size_, a["id"].get<int64_t>() + 1);
     }

@@ -1,5 +1,6 @@
 #include "model/config.hpp"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -52,6 +53,13 @@ const std::set<std::string>& known_keys() {
   return keys;
 }
 
+// Upper bound of every size in the config. Real checkpoints stay far below it
+// (hidden 4096, vocab 151936), and with each size at most 2^24 the widths
+// computed from two of them (heads·head_dim, ...) cannot overflow int64, nor
+// can head_dim/2 rotary slots or num_hidden_layers layers exhaust memory
+// before the tensors are compared with the config.
+constexpr int64_t kMaxConfigSize = int64_t(1) << 24;
+
 class ConfigReader {
  public:
   ConfigReader(const json& config, const std::string& path) : config_(config), path_(path) {}
@@ -72,6 +80,8 @@ class ConfigReader {
       out = v->get<int64_t>();
     }
     if (out <= 0) fail(key, "expected a positive integer, got " + std::to_string(out));
+    if (out > kMaxConfigSize)
+      fail(key, std::to_string(out) + " exceeds the limit of " + std::to_string(kMaxConfigSize));
   }
 
   void read_number(const std::string& key, double& out) const {
@@ -168,9 +178,12 @@ ParsedCosmos3Config parse_cosmos3_config(const json& config, const std::string& 
   if (c.head_dim % 2 != 0)
     r.fail("head_dim", "expected an even number (rotary pairs), got " + std::to_string(c.head_dim));
   const int64_t p = c.latent_patch_size;
-  if (c.patch_latent_dim != p * p * c.latent_channel)
+  // Up to 2^72 with each factor at the size limit: multiply in 128 bits.
+  const __int128 patch_dim = __int128(p) * p * c.latent_channel;
+  if (__int128(c.patch_latent_dim) != patch_dim)
     r.fail("patch_latent_dim", "expected latent_patch_size² · latent_channel = " + std::to_string(p) + "²·" +
-                                   std::to_string(c.latent_channel) + " = " + std::to_string(p * p * c.latent_channel) +
+                                   std::to_string(c.latent_channel) +
+                                   (patch_dim <= __int128(INT64_MAX) ? " = " + std::to_string(int64_t(patch_dim)) : "") +
                                    ", got " + std::to_string(c.patch_latent_dim));
   if (!(c.rms_norm_eps > 0)) r.fail("rms_norm_eps", "expected a positive number");
   if (!(c.rope_theta > 0)) r.fail("rope_theta", "expected a positive number");
@@ -180,7 +193,7 @@ ParsedCosmos3Config parse_cosmos3_config(const json& config, const std::string& 
   const std::string axes_text =
       "[" + std::to_string(axes[0]) + ", " + std::to_string(axes[1]) + ", " + std::to_string(axes[2]) + "]";
   for (int i : {1, 2})
-    if (3 * axes[i] > slots)
+    if (axes[i] > slots / 3)  // 3·axes[i] > slots, without overflowing for huge axes
       r.fail("rope_axes_dim", axes_text + ": 3·" + std::to_string(axes[i]) +
                                   " exceeds head_dim/2 = " + std::to_string(slots) + " frequency slots");
   int64_t t_slots = 0;

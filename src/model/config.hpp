@@ -55,7 +55,7 @@ struct ParsedCosmos3Config {
 
 // Parses and validates (spec §1): hidden_act ∈ {silu, relu2}, Hq % Hkv == 0,
 // patch_latent_dim == p²·C, 3·rope_axes_dim[1|2] ≤ D/2, T slot count ==
-// rope_axes_dim[0], positive sizes, even head_dim. Throws stepmix::Error
+// rope_axes_dim[0], positive sizes of at most 2^24, even head_dim. Throws stepmix::Error
 // ("model") naming config_path, the key, the value and what is accepted.
 ParsedCosmos3Config parse_cosmos3_config(const nlohmann::json& config, const std::string& config_path);
 

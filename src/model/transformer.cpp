@@ -1,26 +1,17 @@
+// Orchestration of one forward: embeddings, the understanding K/V (cached),
+// the generation layers in the chosen activation dtype, read-out. The layers
+// themselves live in transformer_layers_{f32,bf16}.cpp.
 #include "model/transformer.hpp"
 
-#include <functional>
-
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/numerics.hpp"
-#include "model/attention.hpp"
 #include "model/embedding.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
-namespace {
-
-// Row-major float32 buffer [rows, cols].
-std::vector<float> buffer(int64_t rows, int64_t cols) { return std::vector<float>(std::size_t(rows * cols)); }
-
-void add_in_place(std::vector<float>& x, const std::vector<float>& y) {
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
-}
-
-}  // namespace
 
 void ForwardDebug::record(const std::string& name, std::vector<int64_t> shape, const float* data) {
   int64_t n = 1;
@@ -68,32 +59,9 @@ void Cosmos3Transformer::check_tower_mode(const char* tower, int fp8_linears, Li
                              " FP8 Linears, which run W8A16 or W8A8; dense arithmetic needs the BF16 checkpoint");
 }
 
-// x: [rows, E] → out: [rows, E]
-void Cosmos3Transformer::mlp(const MlpWeights& w, const float* x, int64_t rows, float* out, LinearMode mode) const {
-  const int64_t I = config_.intermediate_size;
-  std::vector<float> up = buffer(rows, I);
-  w.up_proj.forward(x, rows, up.data(), mode);
-  if (w.gate_proj) {
-    std::vector<float> gate = buffer(rows, I);
-    w.gate_proj->forward(x, rows, gate.data(), mode);
-    silu_gate(gate.data(), up.data(), rows * I, up.data());
-  } else {
-    relu_squared(up.data(), rows * I);
-  }
-  w.down_proj.forward(up.data(), rows, out, mode);
-}
-
-// Text rows [0, L): embed → every layer's understanding half. Returns the
-// keys/values the generation stream reads; records und_embed/und_hidden.{k}.
-std::shared_ptr<const UnderstandingKV> Cosmos3Transformer::run_understanding(const ForwardInputs& in,
-                                                                             const RopeTables& rope, LinearMode mode,
-                                                                             ForwardDebug* debug) const {
-  const Cosmos3Config& c = config_;
-  const int64_t L = int64_t(in.input_ids.size()), E = c.hidden_size, D = c.head_dim;
-  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  const float eps = float(c.rms_norm_eps);
-
-  std::vector<float> und = buffer(L, E);  // [L, E]
+std::vector<float> Cosmos3Transformer::embed_text(const ForwardInputs& in) const {
+  const int64_t L = int64_t(in.input_ids.size()), E = config_.hidden_size;
+  std::vector<float> und(std::size_t(L * E));  // [L, E]
   const TensorView& table = weights_.embed_tokens;
   for (int64_t i = 0; i < L; ++i) {
     const int64_t row = in.input_ids[std::size_t(i)] * E;
@@ -101,79 +69,48 @@ std::shared_ptr<const UnderstandingKV> Cosmos3Transformer::run_understanding(con
       und[std::size_t(i * E + e)] =
           table.dtype == DType::BF16 ? bf16_to_float(table.as<uint16_t>()[row + e]) : table.as<float>()[row + e];
   }
-  if (debug) debug->record("und_embed", {L, E}, und.data());
-
-  auto kv = std::make_shared<UnderstandingKV>();
-  std::vector<float> normed = buffer(L, E), q = buffer(L, c.q_width()), attended = buffer(L, c.q_width());
-  std::vector<float> projected = buffer(L, E);
-  const AttentionProblem causal{L, L, Hq, Hkv, D, true};
-  for (int64_t k = 0; k < c.num_hidden_layers; ++k) {
-    const DecoderLayerWeights& layer = weights_.layers[std::size_t(k)];
-    const AttentionWeights& a = layer.attention;
-    UnderstandingLayerKV layer_kv{buffer(L, c.kv_width()), buffer(L, c.kv_width())};
-    std::vector<float>& keys = layer_kv.keys;  // [L, Hkv, D]
-
-    rms_norm(und.data(), L, E, layer.input_layernorm.data(), eps, norm_kind_, normed.data());
-    a.to_q.forward(normed.data(), L, q.data(), mode);
-    a.to_k.forward(normed.data(), L, keys.data(), mode);
-    a.to_v.forward(normed.data(), L, layer_kv.values.data(), mode);
-    if (c.qk_norm_for_text) {
-      rms_norm(q.data(), L * Hq, D, a.norm_q.data(), eps, norm_kind_, q.data());
-      rms_norm(keys.data(), L * Hkv, D, a.norm_k.data(), eps, norm_kind_, keys.data());
-    }
-    // The generation stream may see differently normalised keys than the
-    // understanding stream itself.
-    std::vector<float> own_keys;
-    if (c.has_und_k_norm_for_gen()) {
-      own_keys = keys;
-      rms_norm(keys.data(), L * Hkv, D, a.k_norm_und_for_gen.data(), eps, norm_kind_, keys.data());
-      apply_rotary(own_keys.data(), L, Hkv, D, rope.cos_row(0), rope.sin_row(0));
-    }
-    apply_rotary(q.data(), L, Hq, D, rope.cos_row(0), rope.sin_row(0));
-    apply_rotary(keys.data(), L, Hkv, D, rope.cos_row(0), rope.sin_row(0));
-    const float* causal_keys = own_keys.empty() ? keys.data() : own_keys.data();
-    attention_blocked(causal, q.data(), causal_keys, layer_kv.values.data(), attended.data());
-
-    a.to_out.forward(attended.data(), L, projected.data(), mode);
-    add_in_place(und, projected);
-    rms_norm(und.data(), L, E, layer.post_attention_layernorm.data(), eps, norm_kind_, normed.data());
-    mlp(layer.mlp, normed.data(), L, projected.data(), mode);
-    add_in_place(und, projected);
-    if (debug) debug->record("und_hidden." + std::to_string(k), {L, E}, und.data());
-    kv->layers.push_back(std::move(layer_kv));
-  }
-  return kv;
+  return und;
 }
 
-// The understanding K/V for this prompt and reasoner precision, from the cache
-// when possible; a debug call recomputes so that und_hidden.{k} are recorded.
+// The understanding K/V for this prompt, reasoner precision and activation
+// dtype, from the cache when possible; a debug call recomputes so that
+// und_hidden.{k} are recorded.
 std::shared_ptr<const UnderstandingKV> Cosmos3Transformer::understanding(const ForwardInputs& in,
                                                                          const ForwardGeometry& g,
                                                                          const RopeTables& rope, LinearMode mode,
                                                                          ForwardDebug* debug) {
   const int64_t L = g.und_len, S = g.sequence_length;
-  UnderstandingKey key{in.input_ids, {}, mode};
+  UnderstandingKey key{in.input_ids, {}, mode, activation_dtype_};
   key.positions.reserve(std::size_t(3 * L));
   for (int64_t axis = 0; axis < 3; ++axis)
     key.positions.insert(key.positions.end(), in.position_ids.begin() + axis * S,
                          in.position_ids.begin() + axis * S + L);
   if (!debug)
     if (auto cached = understanding_cache_.find(key)) return cached;
-  auto kv = run_understanding(in, rope, mode, debug);
+  auto kv = activation_dtype_ == ActivationDType::BF16 ? run_understanding_bf16(in, rope, mode, debug)
+                                                       : run_understanding_f32(in, rope, mode, debug);
   understanding_cache_.insert(std::move(key), kv);
   return kv;
 }
 
-// Vision rows: patchify → proj_in, + timestep embedding on noisy frames.
-// Returns gen: [Nv, E]; records vision_proj_in, timestep_embed, gen_embed.
-std::vector<float> Cosmos3Transformer::embed_vision(const ForwardInputs& in, const ForwardGeometry& g,
-                                                    ForwardDebug* debug) const {
+// Vision rows: patchify → proj_in, + timestep embedding on noisy frames. With
+// bf16 activations the latent (the transformer input) is rounded to bf16 and
+// proj_in runs on bf16; the timestep embedding stays float32 (spec §4).
+float* Cosmos3Transformer::embed_vision(const ForwardInputs& in, const ForwardGeometry& g, ForwardDebug* debug) {
   const int64_t E = config_.hidden_size, Nv = g.vision_tokens(), Nn = g.noisy_tokens();
-  const int64_t per_frame = g.grid.tokens_per_frame();
+  const int64_t per_frame = g.grid.tokens_per_frame(), F = g.grid.features();
   const std::vector<float> patches = patchify(in.latent.data.data(), g.grid);  // [Nv, p²C]
-  std::vector<float> gen = buffer(Nv, E);
-  weights_.proj_in.forward(patches.data(), Nv, gen.data(), LinearMode::Dense);
-  if (debug) debug->record("vision_proj_in", {Nv, E}, gen.data());
+  float* gen = workspace_.residual.get(Nv * E);                                 // [Nv, E]
+  if (activation_dtype_ == ActivationDType::BF16) {
+    uint16_t* patches_bf16 = workspace_.normed_bf16.get(Nv * F);
+    uint16_t* projected = workspace_.projected_bf16.get(Nv * E);
+    round_to_bf16(patches.data(), Nv * F, patches_bf16);
+    weights_.proj_in.forward(patches_bf16, Nv, projected, LinearMode::Dense);
+    widen_bf16(projected, Nv * E, gen);
+  } else {
+    weights_.proj_in.forward(patches.data(), Nv, gen, LinearMode::Dense);
+  }
+  if (debug) debug->record("vision_proj_in", {Nv, E}, gen);
   if (Nn == 0) return gen;
 
   // The embedding MLP runs once per distinct timestep (usually one for all
@@ -183,7 +120,7 @@ std::vector<float> Cosmos3Transformer::embed_vision(const ForwardInputs& in, con
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
   const int64_t U = int64_t(distinct.size());
   const std::vector<float> sinusoid = timestep_sinusoid(distinct, config_.timestep_scale);  // [U, 256]
-  std::vector<float> hidden = buffer(U, E), embedding = buffer(U, E);
+  std::vector<float> hidden(std::size_t(U * E)), embedding(std::size_t(U * E));
   weights_.time_linear_1.forward(sinusoid.data(), U, hidden.data(), LinearMode::Dense);
   silu(hidden.data(), U * E);
   weights_.time_linear_2.forward(hidden.data(), U, embedding.data(), LinearMode::Dense);
@@ -196,7 +133,7 @@ std::vector<float> Cosmos3Transformer::embed_vision(const ForwardInputs& in, con
     const float t = g.noisy_timesteps[std::size_t(j)];
     const float* row_embedding =
         embedding.data() + (std::lower_bound(distinct.begin(), distinct.end(), t) - distinct.begin()) * E;
-    float* token = gen.data() + (g.noisy_frames[std::size_t(j / per_frame)] * per_frame + j % per_frame) * E;
+    float* token = gen + (g.noisy_frames[std::size_t(j / per_frame)] * per_frame + j % per_frame) * E;
     for (int64_t e = 0; e < E; ++e) token[e] += row_embedding[e];
     if (debug) std::copy_n(row_embedding, E, temb.data() + j * E);
   }
@@ -204,39 +141,38 @@ std::vector<float> Cosmos3Transformer::embed_vision(const ForwardInputs& in, con
   return gen;
 }
 
-// gen: [Nv, E] in place through one decoder layer's generation half, which
-// attends to [understanding keys; generation keys] without a mask.
-void Cosmos3Transformer::generation_layer(int64_t k, std::vector<float>& gen, const UnderstandingLayerKV& und_kv,
-                                          const RopeTables& rope, const ForwardGeometry& g, LinearMode mode) const {
-  const Cosmos3Config& c = config_;
-  const int64_t L = g.und_len, Nv = g.vision_tokens(), E = c.hidden_size, D = c.head_dim;
-  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, KV = c.kv_width();
-  const float eps = float(c.rms_norm_eps);
-  const DecoderLayerWeights& layer = weights_.layers[std::size_t(k)];
-  const AttentionWeights& a = layer.attention;
-
-  std::vector<float> normed = buffer(Nv, E), q = buffer(Nv, c.q_width());
-  std::vector<float> keys = buffer(L + Nv, KV), values = buffer(L + Nv, KV);  // [L + Nv, Hkv, D]
-  std::copy(und_kv.keys.begin(), und_kv.keys.end(), keys.begin());
-  std::copy(und_kv.values.begin(), und_kv.values.end(), values.begin());
-  float* gen_keys = keys.data() + L * KV;
-
-  rms_norm(gen.data(), Nv, E, layer.input_layernorm_moe_gen.data(), eps, norm_kind_, normed.data());
-  a.add_q_proj.forward(normed.data(), Nv, q.data(), mode);
-  a.add_k_proj.forward(normed.data(), Nv, gen_keys, mode);
-  a.add_v_proj.forward(normed.data(), Nv, values.data() + L * KV, mode);
-  rms_norm(q.data(), Nv * Hq, D, a.norm_added_q.data(), eps, norm_kind_, q.data());
-  rms_norm(gen_keys, Nv * Hkv, D, a.norm_added_k.data(), eps, norm_kind_, gen_keys);
-  apply_rotary(q.data(), Nv, Hq, D, rope.cos_row(L), rope.sin_row(L));
-  apply_rotary(gen_keys, Nv, Hkv, D, rope.cos_row(L), rope.sin_row(L));
-
-  std::vector<float> attended = buffer(Nv, c.q_width()), projected = buffer(Nv, E);
-  attention_blocked({Nv, L + Nv, Hq, Hkv, D, false}, q.data(), keys.data(), values.data(), attended.data());
-  a.to_add_out.forward(attended.data(), Nv, projected.data(), mode);
-  add_in_place(gen, projected);
-  rms_norm(gen.data(), Nv, E, layer.post_attention_layernorm_moe_gen.data(), eps, norm_kind_, normed.data());
-  mlp(layer.mlp_moe_gen, normed.data(), Nv, projected.data(), mode);
-  add_in_place(gen, projected);
+// gen: [Nv, E] → final norm → noisy frames' rows (contiguous per frame) →
+// proj_out: [Nn, p²C]. Records gen_final_norm and packed_pred.
+std::vector<float> Cosmos3Transformer::read_out(const float* gen, const ForwardGeometry& g, ForwardDebug* debug) {
+  const int64_t E = config_.hidden_size, Nv = g.vision_tokens(), Nn = g.noisy_tokens();
+  const int64_t per_frame = g.grid.tokens_per_frame(), F = g.grid.features();
+  const float eps = float(config_.rms_norm_eps);
+  std::vector<float> packed(std::size_t(Nn * F));  // [Nn, p²C]
+  if (activation_dtype_ == ActivationDType::BF16) {
+    uint16_t* normed = workspace_.normed_bf16.get(Nv * E);
+    uint16_t* noisy_rows = workspace_.attended_bf16.get(Nn * E);
+    uint16_t* packed_bf16 = workspace_.projected_bf16.get(Nn * F);
+    rms_norm_to_bf16(gen, Nv, E, weights_.norm_moe_gen.data(), eps, norm_kind_, normed);
+    if (debug) {
+      std::vector<float> widened(std::size_t(Nv * E));
+      widen_bf16(normed, Nv * E, widened.data());
+      debug->record("gen_final_norm", {Nv, E}, widened.data());
+    }
+    for (std::size_t n = 0; n < g.noisy_frames.size(); ++n)
+      std::copy_n(normed + g.noisy_frames[n] * per_frame * E, per_frame * E, noisy_rows + int64_t(n) * per_frame * E);
+    if (Nn > 0) weights_.proj_out.forward(noisy_rows, Nn, packed_bf16, LinearMode::Dense);
+    widen_bf16(packed_bf16, Nn * F, packed.data());
+  } else {
+    float* normed = workspace_.normed.get(Nv * E);
+    float* noisy_rows = workspace_.attended.get(Nn * E);
+    rms_norm(gen, Nv, E, weights_.norm_moe_gen.data(), eps, norm_kind_, normed);
+    if (debug) debug->record("gen_final_norm", {Nv, E}, normed);
+    for (std::size_t n = 0; n < g.noisy_frames.size(); ++n)
+      std::copy_n(normed + g.noisy_frames[n] * per_frame * E, per_frame * E, noisy_rows + int64_t(n) * per_frame * E);
+    if (Nn > 0) weights_.proj_out.forward(noisy_rows, Nn, packed.data(), LinearMode::Dense);
+  }
+  if (debug) debug->record("packed_pred", {Nn, F}, packed.data());
+  return packed;
 }
 
 HostTensor Cosmos3Transformer::forward(const ForwardInputs& in, LinearMode generation_mode, LinearMode reasoner_mode,
@@ -244,7 +180,7 @@ HostTensor Cosmos3Transformer::forward(const ForwardInputs& in, LinearMode gener
   check_tower_mode("generation", weights_.governed.generation_fp8, generation_mode);
   check_tower_mode("reasoner", weights_.governed.reasoner_fp8, reasoner_mode);
   const ForwardGeometry g = resolve_forward_geometry(in, config_);
-  const int64_t E = config_.hidden_size, Nv = g.vision_tokens(), Nn = g.noisy_tokens(), S = g.sequence_length;
+  const int64_t E = config_.hidden_size, Nv = g.vision_tokens(), S = g.sequence_length;
 
   const RopeTables rope = build_rope_tables(config_, in.position_ids.data(), S);
   if (debug) {
@@ -255,24 +191,17 @@ HostTensor Cosmos3Transformer::forward(const ForwardInputs& in, LinearMode gener
   }
 
   const std::shared_ptr<const UnderstandingKV> und = understanding(in, g, rope, reasoner_mode, debug);
-  std::vector<float> gen = embed_vision(in, g, debug);  // [Nv, E]
-  if (debug) debug->record("gen_embed", {Nv, E}, gen.data());
+  float* gen = embed_vision(in, g, debug);  // [Nv, E]
+  if (debug) debug->record("gen_embed", {Nv, E}, gen);
   for (int64_t k = 0; k < config_.num_hidden_layers; ++k) {
-    generation_layer(k, gen, und->layers[std::size_t(k)], rope, g, generation_mode);
-    if (debug) debug->record("gen_hidden." + std::to_string(k), {Nv, E}, gen.data());
+    const UnderstandingLayerKV& und_kv = und->layers[std::size_t(k)];
+    if (activation_dtype_ == ActivationDType::BF16)
+      generation_layer_bf16(k, gen, und_kv, rope, g, generation_mode);
+    else
+      generation_layer_f32(k, gen, und_kv, rope, g, generation_mode);
+    if (debug) debug->record("gen_hidden." + std::to_string(k), {Nv, E}, gen);
   }
-  rms_norm(gen.data(), Nv, E, weights_.norm_moe_gen.data(), float(config_.rms_norm_eps), norm_kind_, gen.data());
-  if (debug) debug->record("gen_final_norm", {Nv, E}, gen.data());
-
-  // Noisy frames' rows are contiguous per frame: gather them, then read out.
-  const int64_t per_frame = g.grid.tokens_per_frame(), F = g.grid.features();
-  std::vector<float> noisy_rows = buffer(Nn, E), packed = buffer(Nn, F);  // [Nn, E] → [Nn, p²C]
-  for (std::size_t n = 0; n < g.noisy_frames.size(); ++n)
-    std::copy_n(gen.data() + g.noisy_frames[n] * per_frame * E, per_frame * E,
-                noisy_rows.data() + int64_t(n) * per_frame * E);
-  if (Nn > 0) weights_.proj_out.forward(noisy_rows.data(), Nn, packed.data(), LinearMode::Dense);
-  if (debug) debug->record("packed_pred", {Nn, F}, packed.data());
-
+  const std::vector<float> packed = read_out(gen, g, debug);
   const PatchGrid& grid = g.grid;
   return HostTensor{{1, grid.channels, grid.frames, grid.height, grid.width},
                     unpatchify(packed.data(), grid, g.noisy_frames)};

@@ -1,7 +1,8 @@
 // Cosmos3OmniTransformer forward for text-to-image / text-to-video
-// generation on the CPU (shared spec cosmos3-transformer.md), with float32
-// activations and the governed Linears of each tower running Dense (BF16
-// checkpoint), W8A16 or W8A8 (ModelOpt FP8 checkpoint) per call.
+// generation on the CPU (shared spec cosmos3-transformer.md), with float32 or
+// bf16 activations (ActivationDType) and the governed Linears of each tower
+// running Dense (BF16 checkpoint), W8A16 or W8A8 (ModelOpt FP8 checkpoint)
+// per call.
 #pragma once
 
 #include <functional>
@@ -12,12 +13,14 @@
 #include <vector>
 
 #include "io/checkpoint.hpp"
+#include "model/activation_dtype.hpp"
 #include "model/config.hpp"
 #include "model/forward_inputs.hpp"
 #include "model/pointwise.hpp"
 #include "model/rope.hpp"
 #include "model/understanding_cache.hpp"
 #include "model/weights.hpp"
+#include "model/workspace.hpp"
 
 namespace stepmix {
 
@@ -49,8 +52,17 @@ class Cosmos3Transformer {
   // Linears needs W8A16 or W8A8; 16-bit Linears run dense whatever the mode.
   // With `debug`, the understanding stream is recomputed (not read from the
   // cache) so that its hidden states can be recorded.
+  // One forward at a time per instance: calls share the scratch buffers.
   HostTensor forward(const ForwardInputs& inputs, LinearMode generation_mode, LinearMode reasoner_mode,
                      ForwardDebug* debug = nullptr);
+
+  // Activations handed to the Linears (default F32, which the goldens pin
+  // down bit for bit). Applies from the next forward; cached understanding
+  // K/V are keyed by it, so switching never reuses the other dtype's.
+  void set_activation_dtype(ActivationDType dtype) { activation_dtype_ = dtype; }
+  ActivationDType activation_dtype() const { return activation_dtype_; }
+  // Bytes held by the reusable forward scratch (grows to the largest call).
+  std::size_t workspace_bytes() const { return workspace_.bytes(); }
 
   // W8A8 test hook on every governed Linear (forced-code conformance).
   void set_activation_code_hook(const ActivationCodeHook& hook);
@@ -67,20 +79,36 @@ class Cosmos3Transformer {
 
   std::shared_ptr<const UnderstandingKV> understanding(const ForwardInputs& inputs, const ForwardGeometry& geometry,
                                                        const RopeTables& rope, LinearMode mode, ForwardDebug* debug);
-  std::shared_ptr<const UnderstandingKV> run_understanding(const ForwardInputs& inputs, const RopeTables& rope,
-                                                           LinearMode mode, ForwardDebug* debug) const;
-  std::vector<float> embed_vision(const ForwardInputs& inputs, const ForwardGeometry& geometry,
-                                  ForwardDebug* debug) const;
-  void generation_layer(int64_t layer, std::vector<float>& gen, const UnderstandingLayerKV& und_kv,
-                        const RopeTables& rope, const ForwardGeometry& geometry, LinearMode mode) const;
-  void mlp(const MlpWeights& w, const float* x, int64_t rows, float* out, LinearMode mode) const;
   void check_tower_mode(const char* tower, int fp8_linears, LinearMode mode) const;
+  // Patchify → proj_in, + timestep embedding on noisy frames, into
+  // workspace_.residual: [Nv, E]. Records vision_proj_in, timestep_embed.
+  float* embed_vision(const ForwardInputs& inputs, const ForwardGeometry& geometry, ForwardDebug* debug);
+  // Text rows: token embedding into a new [L, E] float32 residual.
+  std::vector<float> embed_text(const ForwardInputs& inputs) const;
+  // gen_final_norm → noisy rows → proj_out: packed [Nn, p²C] float32.
+  std::vector<float> read_out(const float* gen, const ForwardGeometry& geometry, ForwardDebug* debug);
+
+  // Float32 activations (transformer_layers_f32.cpp).
+  std::shared_ptr<const UnderstandingKV> run_understanding_f32(const ForwardInputs& inputs, const RopeTables& rope,
+                                                               LinearMode mode, ForwardDebug* debug);
+  void generation_layer_f32(int64_t layer, float* gen, const UnderstandingLayerKV& und_kv, const RopeTables& rope,
+                            const ForwardGeometry& geometry, LinearMode mode);
+  void mlp_f32(const MlpWeights& w, const float* x, int64_t rows, float* out, LinearMode mode);
+
+  // Bf16 activations (transformer_layers_bf16.cpp).
+  std::shared_ptr<const UnderstandingKV> run_understanding_bf16(const ForwardInputs& inputs, const RopeTables& rope,
+                                                                LinearMode mode, ForwardDebug* debug);
+  void generation_layer_bf16(int64_t layer, float* gen, const UnderstandingLayerKV& und_kv, const RopeTables& rope,
+                             const ForwardGeometry& geometry, LinearMode mode);
+  void mlp_bf16(const MlpWeights& w, const uint16_t* x, int64_t rows, uint16_t* out, LinearMode mode);
 
   Cosmos3Config config_;
   std::vector<std::string> warnings_;
   Cosmos3Weights weights_;
   NormKind norm_kind_;
   UnderstandingCache understanding_cache_;
+  ActivationDType activation_dtype_ = ActivationDType::F32;
+  ForwardWorkspace workspace_;
 };
 
 }  // namespace stepmix

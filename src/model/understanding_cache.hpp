@@ -5,6 +5,7 @@
 // position ids and the reasoner tower's precision, never on the latent or the
 // timestep (shared spec cosmos3-transformer.md §6). A denoising loop computes
 // them once per prompt (cond and uncond) and reuses them on every step.
+// They also depend on the activation dtype, which is part of the key.
 #pragma once
 
 #include <cstddef>
@@ -13,14 +14,17 @@
 #include <memory>
 #include <vector>
 
+#include "model/activation_dtype.hpp"
 #include "quant/linear.hpp"
 
 namespace stepmix {
 
-// What the generation stream reads from one layer of the understanding stream.
+// What the generation stream reads from one layer of the understanding stream,
+// in the activation dtype it was computed with (the other pair stays empty).
 struct UnderstandingLayerKV {
   std::vector<float> keys;    // [L, Hkv, D], after norm_k (or k_norm_und_for_gen) and rotary
   std::vector<float> values;  // [L, Hkv, D]
+  std::vector<uint16_t> keys_bf16, values_bf16;  // same, bf16 (ActivationDType::BF16)
 };
 
 struct UnderstandingKV {
@@ -32,6 +36,7 @@ struct UnderstandingKey {
   std::vector<int64_t> input_ids;  // [L]
   std::vector<float> positions;    // [3, L]: the text columns of position_ids
   LinearMode reasoner_mode = LinearMode::Dense;
+  ActivationDType activation = ActivationDType::F32;
 
   // Positions compare bit for bit (no -0 == +0 or NaN surprises).
   bool operator==(const UnderstandingKey& other) const;

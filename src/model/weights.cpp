@@ -1,5 +1,6 @@
 #include "model/weights.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/numerics.hpp"
@@ -77,7 +78,10 @@ class WeightBinder {
     if (t->dtype != DType::F32 || t->numel() != 1)
       fail("tensor '" + name + "' is " + std::string(dtype_name(t->dtype)) + " " + shape_to_string(t->shape) +
            ", expected one F32 element");
-    return t->as<float>()[0];
+    const float v = t->as<float>()[0];
+    // Linear checks this too; here the message names the checkpoint folder.
+    if (!std::isfinite(v) || !(v > 0)) fail("tensor '" + name + "' must be finite and > 0, got " + std::to_string(v));
+    return v;
   }
 
   const TensorStore& store_;
@@ -133,7 +137,10 @@ Cosmos3Weights load_cosmos3_weights(const TensorStore& store, const Cosmos3Confi
   const std::string hidden = "[hidden_size]";
 
   std::vector<DecoderLayerWeights> layers;
-  layers.reserve(std::size_t(c.num_hidden_layers));
+  // num_hidden_layers comes from config.json: reserve no more layers than the
+  // checkpoint could hold (every layer binds tensors of its own), so a wrong
+  // count fails on its first missing tensor instead of in the allocator.
+  layers.reserve(std::size_t(std::min<int64_t>(c.num_hidden_layers, int64_t(store.size()))));
   for (int64_t k = 0; k < c.num_hidden_layers; ++k) {
     const std::string prefix = "layers." + std::to_string(k);
     layers.push_back(DecoderLayerWeights{

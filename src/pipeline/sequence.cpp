@@ -33,10 +33,16 @@ SequenceSettings read_sequence_settings(const json& config, const std::string& p
       read_key(config, path, "unified_3d_mrope_temporal_modality_margin", s.temporal_modality_margin);
   s.reset_spatial_ids = read_key(config, path, "unified_3d_mrope_reset_spatial_ids", s.reset_spatial_ids);
   s.patch_size = read_key(config, path, "latent_patch_size", s.patch_size);
+  // Position ids are float32, exact for integers up to 2^24; the bound also
+  // keeps und_len + margin and H + patch_size - 1 far from int64 overflow.
+  constexpr int64_t kMaxPosition = int64_t(1) << 24;
   if (!(s.base_fps > 0)) throw Error("config", path + ": base_fps: expected a positive number");
-  if (s.temporal_modality_margin < 0)
-    throw Error("config", path + ": unified_3d_mrope_temporal_modality_margin: expected an integer >= 0");
-  if (s.patch_size < 1) throw Error("config", path + ": latent_patch_size: expected an integer >= 1");
+  if (s.temporal_modality_margin < 0 || s.temporal_modality_margin > kMaxPosition)
+    throw Error("config", path + ": unified_3d_mrope_temporal_modality_margin: expected an integer in [0, " +
+                              std::to_string(kMaxPosition) + "], got " + std::to_string(s.temporal_modality_margin));
+  if (s.patch_size < 1 || s.patch_size > kMaxPosition)
+    throw Error("config", path + ": latent_patch_size: expected an integer in [1, " + std::to_string(kMaxPosition) +
+                              "], got " + std::to_string(s.patch_size));
   return s;
 }
 

@@ -1,10 +1,9 @@
 #include "sched/config.hpp"
 
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 
+#include "io/json_input.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix::sched {
@@ -267,14 +266,12 @@ SchedulerConfig parse_scheduler_config(const json& j, const std::string& source)
 }
 
 SchedulerConfig load_scheduler_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("scheduler", path + ": cannot open scheduler config");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  const std::string text = read_small_file(path, "scheduler");
+  check_json_nesting(text, path, "scheduler");
   json j;
   try {
-    j = json::parse(buffer.str());
-  } catch (const json::parse_error& e) {
+    j = json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e400
     throw Error("scheduler", path + ": invalid JSON: " + e.what());
   }
   return parse_scheduler_config(j, path);

@@ -105,6 +105,13 @@ TEST_F(SafetensorsTest, RejectsMalformedJson) {
   expect_rejected(write_raw(R"([1, 2])", 0), {"must be a JSON object"});
 }
 
+TEST_F(SafetensorsTest, RejectsNumbersOutsideTheDoubleRange) {
+  // nlohmann reports 1e400 as out_of_range, not parse_error; it must still be
+  // a stepmix error naming the file.
+  expect_rejected(write_raw(R"({"w": {"dtype": "F32", "shape": [-1e400], "data_offsets": [0, 0]}})", 0),
+                  {"header is not valid JSON", "number overflow"});
+}
+
 TEST_F(SafetensorsTest, RejectsUnknownDtype) {
   expect_rejected(write_raw(R"({"w": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", 8),
                   {"tensor 'w'", "unknown dtype 'F64'"});
@@ -152,6 +159,27 @@ TEST_F(SafetensorsTest, RejectsBadShapesAndOffsets) {
                   {"unknown field 'x'"});
   expect_rejected(write_raw(R"({"w": 5})", 0), {"tensor 'w'", "entry must be an object"});
   expect_rejected(write_raw(R"({"__metadata__": {"k": 1}})", 0), {"__metadata__.k"});
+}
+
+TEST_F(SafetensorsTest, RejectsEmptyTensorWhoseLeadingDimsOverflowInt64) {
+  // Zero bytes, but 2^32 · 2^31 = 2^63 overflows the int64 element count
+  // TensorView::numel() computes before it reaches the 0.
+  expect_rejected(write_raw(R"({"w": {"dtype": "F32", "shape": [4294967296, 2147483648, 0], "data_offsets": [0, 0]}})", 0),
+                  {"tensor 'w'", "overflows the element count"});
+  // The same dims with a smaller product are a valid empty tensor (U8: any
+  // offset is aligned).
+  const std::string ok = write_raw(R"({"w": {"dtype": "U8", "shape": [4294967296, 1024, 0], "data_offsets": [0, 0]}})", 0);
+  auto f = SafetensorsFile::open(ok);
+  EXPECT_EQ(f->get("w").numel(), 0);
+  EXPECT_EQ(f->get("w").nbytes, 0u);
+}
+
+TEST_F(SafetensorsTest, RejectsDeeplyNestedHeaderBeforeParsing) {
+  // A shape nested 100000 levels deep would overflow the stack when the error
+  // message quotes it (nlohmann's dump() recurses).
+  const std::string deep(100000, '[');
+  const std::string header = R"({"w": {"dtype": "F32", "shape": )" + deep + std::string(100000, ']') + "}}";
+  expect_rejected(write_raw(header, 0), {"header: JSON nested deeper than 64 levels"});
 }
 
 TEST_F(SafetensorsTest, RejectsMisalignedTensor) {

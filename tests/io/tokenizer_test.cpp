@@ -89,6 +89,26 @@ TEST(Tokenizer, UnsupportedOrMalformedFilesAreRejected) {
   EXPECT_NE(error_of("[]").find("expected a JSON object"), std::string::npos);
 }
 
+TEST(Tokenizer, IdsAreBoundedSoVocabSizeCannotOverflow) {
+  // vocab_size is the largest id + 1: INT64_MAX would overflow it.
+  EXPECT_NE(error_of(with(R"("ankle": 6)", R"("ankle": 9223372036854775807)")).find("model.vocab.ankle: expected an integer id in [0, 2147483647]"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(R"("ankle": 6)", R"("ankle": 18446744073709551615)")).find("model.vocab.ankle"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(R"({"id": 2, "content")", R"({"id": 9223372036854775807, "content")")).find("added_tokens"),
+            std::string::npos);
+  const Tokenizer tok = Tokenizer::from_json_text(with(R"("ankle": 6)", R"("ankle": 2147483647)"), "tok.json");
+  EXPECT_EQ(tok.vocab_size(), int64_t(1) << 31);
+}
+
+TEST(Tokenizer, DeeplyNestedJsonIsRejectedBeforeParsing) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_NE(error_of(deep).find("tok.json: JSON nested deeper than 64 levels"), std::string::npos) << error_of(deep);
+  // Brackets inside strings are text, not nesting.
+  const Tokenizer tok = Tokenizer::from_json_text(with(R"("a": 3)", "\"" + std::string(70, '[') + "\": 3"), "tok.json");
+  EXPECT_EQ(tok.token_id(std::string(70, '[')), 3);
+}
+
 TEST(Tokenizer, UnknownWordWithoutUnkTokenIsAnError) {
   const Tokenizer tok = Tokenizer::from_json_text(with(R"("unk_token": "[UNK]")", R"("unk_token": null)"), "tok.json");
   try {

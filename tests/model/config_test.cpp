@@ -168,5 +168,52 @@ TEST(Config, RejectsWrongTypesAndSizes) {
   EXPECT_NE(parse_error(config).find("head_dim: expected an even number"), std::string::npos);
 }
 
+// Sizes are bounded before anything is sized or multiplied from them: layer
+// vectors, rotary slot tables and widths such as heads·head_dim.
+TEST(Config, SizesAboveTheLimitAreRejected) {
+  json config = nano_config();
+  config["num_hidden_layers"] = int64_t(1) << 62;
+  EXPECT_NE(parse_error(config).find("num_hidden_layers: 4611686018427387904 exceeds the limit of 16777216"),
+            std::string::npos)
+      << parse_error(config);
+  config = nano_config();
+  config["head_dim"] = int64_t(1) << 62;
+  config["rope_axes_dim"] = {0, 0, 0};
+  EXPECT_NE(parse_error(config).find("head_dim: 4611686018427387904 exceeds the limit"), std::string::npos);
+  config = nano_config();
+  config["num_attention_heads"] = int64_t(1) << 40;
+  config["num_key_value_heads"] = 1;
+  EXPECT_NE(parse_error(config).find("num_attention_heads: 1099511627776 exceeds the limit"), std::string::npos);
+  config = nano_config();
+  config["latent_patch_size"] = int64_t(1) << 40;
+  config["latent_channel"] = 1;
+  config["patch_latent_dim"] = 1;
+  EXPECT_NE(parse_error(config).find("latent_patch_size: 1099511627776 exceeds the limit"), std::string::npos);
+  config = nano_config();
+  config["hidden_size"] = uint64_t(1) << 63;  // read as int64: negative
+  EXPECT_NE(parse_error(config).find("hidden_size: expected a positive integer"), std::string::npos);
+}
+
+TEST(Config, DerivedSizesDoNotOverflow) {
+  // p²·C is 2^72 here: compared without overflowing int64.
+  json config = nano_config();
+  config["latent_patch_size"] = int64_t(1) << 24;
+  config["latent_channel"] = int64_t(1) << 24;
+  config["patch_latent_dim"] = 1;
+  const std::string e = parse_error(config);
+  EXPECT_NE(e.find("patch_latent_dim: expected latent_patch_size² · latent_channel = 16777216²·16777216, got 1"),
+            std::string::npos)
+      << e;
+  // 3·rope_axes_dim[1] would overflow int64.
+  config = nano_config();
+  config["rope_axes_dim"] = {24, int64_t(1) << 62, 20};
+  EXPECT_NE(parse_error(config).find("exceeds head_dim/2 = 64 frequency slots"), std::string::npos);
+  // At the limit everything still parses.
+  config = nano_config();
+  config["vocab_size"] = int64_t(1) << 24;
+  config["intermediate_size"] = int64_t(1) << 24;
+  EXPECT_EQ(parse_error(config), "");
+}
+
 }  // namespace
 }  // namespace stepmix::test

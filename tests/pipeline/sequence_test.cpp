@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "model/model_test_util.hpp"
@@ -70,6 +71,28 @@ TEST(Sequence, SettingsAreValidated) {
   EXPECT_THROW(read_sequence_settings(config, "c.json"), Error);
   config = {{"unified_3d_mrope_temporal_modality_margin", -1}};
   EXPECT_THROW(read_sequence_settings(config, "c.json"), Error);
+}
+
+TEST(Sequence, MarginAndPatchSizeAreBounded) {
+  // Near INT64_MAX, und_len + margin and H + patch_size - 1 would overflow.
+  auto error_of = [](const nlohmann::json& config) -> std::string {
+    try {
+      read_sequence_settings(config, "c.json");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  nlohmann::json config = {{"unified_3d_mrope_temporal_modality_margin", INT64_MAX}};
+  EXPECT_NE(error_of(config).find("c.json: unified_3d_mrope_temporal_modality_margin: expected an integer in [0, 16777216]"),
+            std::string::npos)
+      << error_of(config);
+  config = {{"latent_patch_size", INT64_MAX}};
+  EXPECT_NE(error_of(config).find("c.json: latent_patch_size: expected an integer in [1, 16777216]"), std::string::npos);
+  config = {{"unified_3d_mrope_temporal_modality_margin", 1 << 24}, {"latent_patch_size", 1 << 24}};
+  const SequenceSettings s = read_sequence_settings(config, "c.json");
+  const ForwardInputs in = make_pass_inputs({1, 2}, {4, 1, 3, 3}, 24.0, s);
+  EXPECT_EQ(in.position_ids.size(), 3u * (2 + 1));  // one patch covers the whole frame
 }
 
 TEST(Noise, SeededStandardNormal) {

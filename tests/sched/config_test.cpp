@@ -2,6 +2,8 @@
 // value is rejected with "<file>: <field>: expected ..., got ...", overrides.
 #include "sched/fp_contract.hpp"  // expected values are computed with the reference roundings
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -69,6 +71,35 @@ TEST(SchedulerConfigLoad, FileErrors) {
   }
   std::filesystem::remove(path);
   EXPECT_NE(parse_error(json::array()), "");
+}
+
+TEST(SchedulerConfigLoad, DeeplyNestedFileIsRejected) {
+  // Copying or quoting a value nested this deep used to overflow the stack.
+  const auto path = std::filesystem::temp_directory_path() / ("stepmix_sched_deep_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << R"({"_class_name": "UniPCMultistepScheduler", "prediction_type": )" << std::string(100000, '[')
+                      << std::string(100000, ']') << "}";
+  try {
+    load_scheduler_config(path.string());
+    ADD_FAILURE() << "deeply nested JSON accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string() + ": JSON nested deeper than 64 levels"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(path);
+  EXPECT_THROW(load_scheduler_config("/dev/zero"), Error);  // not a regular file: refused, not read
+}
+
+TEST(SchedulerConfigLoad, NumberOutsideTheDoubleRangeIsAClearError) {
+  // nlohmann throws out_of_range (not parse_error) for 1e400.
+  const auto path = std::filesystem::temp_directory_path() / ("stepmix_sched_1e400_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << R"({"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": 1e400})";
+  try {
+    load_scheduler_config(path.string());
+    ADD_FAILURE() << "1e400 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string() + ": invalid JSON"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
 }
 
 struct Rejection {

@@ -1,0 +1,100 @@
+// Reading untrusted JSON side files: size and nesting limits checked before
+// parsing, and the file kinds that must never be read (FIFOs, devices).
+#include "io/json_input.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "io/checkpoint.hpp"
+#include "stepmix/error.hpp"
+
+namespace stepmix {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+class JsonInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("stepmix_json_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+  fs::path dir_;
+};
+
+TEST_F(JsonInputTest, NestingWithinTheLimitParses) {
+  const std::string ok = std::string(64, '[') + std::string(64, ']');
+  EXPECT_NO_THROW(check_json_nesting(ok, "x.json", "config"));
+  const std::string deep = std::string(65, '[') + std::string(65, ']');
+  EXPECT_NE(error_of([&] { check_json_nesting(deep, "x.json", "config"); })
+                .find("[config] x.json: JSON nested deeper than 64 levels (at byte 64)"),
+            std::string::npos);
+  // Objects count like arrays.
+  EXPECT_THROW(check_json_nesting(R"({"a": {"b": [1]}})", "x.json", "config", 2), Error);
+  EXPECT_NO_THROW(check_json_nesting(R"({"a": {"b": 1}, "c": [2]})", "x.json", "config", 2));
+}
+
+TEST_F(JsonInputTest, BracketsInStringsAndEscapesDoNotCount) {
+  EXPECT_NO_THROW(check_json_nesting(R"(["[[[[{{{{", "\"[[[[", "\\", "]]]]"])", "x.json", "config", 1));
+  // An escaped quote does not end the string, so the brackets after it are text.
+  EXPECT_NO_THROW(check_json_nesting(R"(["a\"[[[["])", "x.json", "config", 1));
+  EXPECT_THROW(check_json_nesting(R"(["a\\", [[1]]])", "x.json", "config", 2), Error);
+}
+
+TEST_F(JsonInputTest, ReadsRegularFilesWithinTheSizeLimit) {
+  const std::string path = write("a.json", "{\"k\": 1}");
+  EXPECT_EQ(read_small_file(path, "config"), "{\"k\": 1}");
+  EXPECT_NE(error_of([&] { read_small_file(path, "config", 4); }).find("file is 8 bytes, more than the limit of 4 bytes"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_small_file((dir_ / "nope.json").string(), "config"); }).find("nope.json: cannot open"),
+            std::string::npos);
+}
+
+TEST_F(JsonInputTest, RefusesFifosAndDevicesInsteadOfBlocking) {
+  const std::string fifo = (dir_ / "config.json").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(error_of([&] { read_small_file(fifo, "config"); }).find("config.json: not a regular file"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_json_file(fifo, "config"); }).find("not a regular file"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_small_file("/dev/zero", "config"); }).find("/dev/zero: not a regular file"),
+            std::string::npos);
+}
+
+TEST_F(JsonInputTest, ReadJsonFileRefusesDeepNesting) {
+  const std::string path =
+      write("config.json", "{\"quantization_config\": " + std::string(300000, '[') + std::string(300000, ']') + "}");
+  EXPECT_NE(error_of([&] { read_json_file(path, "config"); }).find(path + ": JSON nested deeper than 64 levels"),
+            std::string::npos);
+}
+
+TEST_F(JsonInputTest, NumbersOutsideTheDoubleRangeAreAStepmixError) {
+  const std::string path = write("config.json", R"({"rope_theta": 1e400})");
+  EXPECT_NE(error_of([&] { read_json_file(path, "config"); }).find(path + ": not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of([&] { parse_json_text("[-1e308336]", "x.json", "config"); }).find("[config] x.json: not valid JSON"),
+            std::string::npos);
+  EXPECT_EQ(parse_json_text(R"({"a": [1, 2.5]})", "x.json", "config")["a"][1], 2.5);
+}
+
+}  // namespace
+}  // namespace stepmix
