@@ -11,6 +11,7 @@ namespace stepmix::kernels {
 
 // Defined by the ISA-specific files (src/kernels/cpu/*_<isa>.cpp).
 extern const KernelSet kAvx512Kernels;
+extern const KernelSet kAmxKernels;
 
 namespace {
 
@@ -27,8 +28,8 @@ const KernelSet kRefKernels{
 
 // Preference order for automatic selection is the reverse of this list.
 // Built on first use, after every variant's constant has been initialised.
-const std::array<KernelSet, 2>& variants() {
-  static const std::array<KernelSet, 2> table{kRefKernels, kAvx512Kernels};
+const std::array<KernelSet, 3>& variants() {
+  static const std::array<KernelSet, 3> table{kRefKernels, kAvx512Kernels, kAmxKernels};
   return table;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/attention.hpp"
+#include "model/simd_avx512.hpp"
 
 namespace stepmix::detail {
 namespace {
@@ -18,11 +19,8 @@ constexpr int64_t kKeys = 64;            // keys per block: 4 vectors
 constexpr int64_t kQueriesPerGroup = 4;  // queries sharing each loaded key vector
 constexpr int kChunks = 8;               // 16-float vectors of the output kept in registers
 
-// The masked forms of the intrinsics below (all lanes) avoid GCC's
-// maybe-uninitialized false positives on the unmasked ones' undefined source.
-constexpr __mmask16 kAllLanes = 0xFFFF;
-
-// Horizontal reductions through memory, for the same reason.
+// Horizontal reductions through memory: GCC's reduce intrinsics trip
+// maybe-uninitialized false positives on their undefined sources.
 inline float horizontal_max(__m512 x) {
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, x);
@@ -34,31 +32,6 @@ inline float horizontal_sum(__m512 x) {
   float sum = 0.0f;
   for (float lane : lanes) sum += lane;
   return sum;
-}
-
-// e^x for x <= 0 (scores minus their running max): Cody-Waite reduction to
-// r in [-ln2/2, ln2/2], degree-6 polynomial, scale by 2^n. Max error ~2 ulp.
-// Inputs are clamped at -87.3, where e^x ~ 1e-38 is negligible next to the
-// max term's 1; masked-out keys are zeroed by the caller.
-inline __m512 exp_nonpositive(__m512 x) {
-  x = _mm512_mask_max_ps(x, kAllLanes, x, _mm512_set1_ps(-87.3f));
-  const __m512 scaled = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
-  const __m512 n = _mm512_mask_roundscale_ps(scaled, kAllLanes, scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_mask_scalef_ps(p, kAllLanes, p, n);
-}
-
-// Lanes [0, count) of a 16-lane vector.
-inline __mmask16 first_lanes(int64_t count) {
-  return count >= 16 ? kAllLanes : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1u);
 }
 
 struct Scratch {
@@ -120,7 +93,7 @@ void attend_block_avx512(const AttentionProblem& p, const float* q, const float*
         __m512 scores[4];
         __m512 max_vec = _mm512_set1_ps(-INFINITY);
         for (int c = 0; c < 4; ++c) {
-          masks[c] = first_lanes(visible - 16 * c);
+          masks[c] = simd::first_lanes(visible - 16 * c);
           scores[c] = _mm512_mul_ps(acc_scores[g][c], _mm512_set1_ps(scale));
           max_vec = _mm512_mask_max_ps(max_vec, masks[c], max_vec, scores[c]);
         }
@@ -131,7 +104,7 @@ void attend_block_avx512(const AttentionProblem& p, const float* q, const float*
         __m512 sum_vec = _mm512_setzero_ps();
         for (int c = 0; c < 4; ++c) {
           const __m512 w =
-              _mm512_maskz_mov_ps(masks[c], exp_nonpositive(_mm512_sub_ps(scores[c], _mm512_set1_ps(new_max))));
+              _mm512_maskz_mov_ps(masks[c], simd::exp(_mm512_sub_ps(scores[c], _mm512_set1_ps(new_max))));
           sum_vec = _mm512_add_ps(sum_vec, w);
           _mm512_store_ps(s.weights + 16 * c, w);
         }
@@ -146,7 +119,7 @@ void attend_block_avx512(const AttentionProblem& p, const float* q, const float*
           __mmask16 lanes[kChunks];
           __m512 a[kChunks];
           for (int c = 0; c < kChunks; ++c) {
-            lanes[c] = first_lanes(D - d0 - 16 * c);
+            lanes[c] = simd::first_lanes(D - d0 - 16 * c);
             a[c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes[c], acc + d0 + 16 * c), corr);
           }
           for (int64_t j = 0; j < visible; ++j) {
@@ -166,7 +139,7 @@ void attend_block_avx512(const AttentionProblem& p, const float* q, const float*
     const float* acc = s.accumulator.data() + qi * D;
     float* o = out + ((row_begin + qi / G) * p.q_heads + kv_head * G + qi % G) * D;
     for (int64_t d0 = 0; d0 < D; d0 += 16) {
-      const __mmask16 lanes = first_lanes(D - d0);
+      const __mmask16 lanes = simd::first_lanes(D - d0);
       _mm512_mask_storeu_ps(o + d0, lanes, _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, acc + d0), inv_sum));
     }
   }

@@ -11,15 +11,15 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/avx512_helpers.hpp"
+
 namespace stepmix::simd {
 
 // Lanes [0, count) of a 16-lane vector.
-inline __mmask16 first_lanes(int64_t count) {
-  return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1u);
-}
+inline __mmask16 first_lanes(int64_t count) { return count <= 0 ? __mmask16(0) : kernels::avx512::tail_mask16(count); }
 
 // bf16 bits → float32, exact.
-inline __m512 widen_bf16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+inline __m512 widen_bf16(__m256i h) { return kernels::avx512::bf16_to_f32(h); }
 inline __m512 load_bf16(const uint16_t* p) { return widen_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline __m512 load_bf16(const uint16_t* p, __mmask16 lanes) {
   return widen_bf16(_mm256_maskz_loadu_epi16(lanes, p));
@@ -28,14 +28,7 @@ inline __m512 load_bf16(const uint16_t* p, __mmask16 lanes) {
 // float32 → bf16 bits, round to nearest even; NaN stays NaN (quiet, sign
 // kept). Bit-identical to core/numerics.hpp float_to_bf16_rne, denormals
 // included (vcvtneps2bf16 would flush them).
-inline __m256i round_to_bf16(__m512 v) {
-  const __m512i bits = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), lsb), 16);
-  const __mmask16 is_nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  rounded = _mm512_mask_or_epi32(rounded, is_nan, _mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(rounded);
-}
+inline __m256i round_to_bf16(__m512 v) { return kernels::avx512::f32_to_bf16_rne(v); }
 inline void store_bf16(uint16_t* p, __m512 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), round_to_bf16(v));
 }

@@ -27,6 +27,7 @@
 #include "pipeline/model_setup.hpp"
 #include "pipeline/noise.hpp"
 #include "tools/commands.hpp"
+#include "tools/runtime_options.hpp"
 
 namespace stepmix::cli {
 namespace {
@@ -52,6 +53,7 @@ struct BenchOptions {
   int peer_threads = 2;
   std::string peer_dtype = "bf16";
   std::optional<std::string> json_file;
+  RuntimeOptions runtime;
 };
 
 // Wall time of each loop iteration: every transformer pass of the step (two
@@ -157,12 +159,13 @@ void run_bench(const BenchOptions& opt) {
     throw Error("bench", "--steps: expected an integer >= 1, got " + std::to_string(*opt.steps));
   if (opt.prompt && opt.prompt_ids) throw Error("bench", "give --prompt or --prompt-ids, not both");
   if (opt.peer_threads < 1) throw Error("bench", "--peer-threads: expected an integer >= 1");
+  opt.runtime.validate("bench");
 
   const ModelDirectory dir = ModelDirectory::open(opt.model_dir);
   const ModelDefaults defaults = read_model_defaults(dir);
   const int steps = opt.steps ? *opt.steps : defaults.steps.value_or(35);
   const double guidance = opt.guidance ? *opt.guidance : defaults.guidance.value_or(6.0);
-  Cosmos3Transformer model = Cosmos3Transformer::load(dir);
+  Cosmos3Transformer model = opt.runtime.load(dir);
   const int64_t rss_after_load = peak_rss_bytes();
 
   std::optional<ModelDirectory> ref_dir;
@@ -175,7 +178,7 @@ void run_bench(const BenchOptions& opt) {
   };
   if (opt.reference_dir) {
     ref_dir = ModelDirectory::open(*opt.reference_dir);
-    ref_model.emplace(Cosmos3Transformer::load(*ref_dir));
+    ref_model.emplace(opt.runtime.load(*ref_dir));
     if (ref_model->has_fp8()) throw Error("bench", "--reference " + *opt.reference_dir + " is not a BF16 checkpoint");
     modes.push_back({"bf16", &*ref_model, ref_dir->transformer_dir, plan_for(*ref_dir, *ref_model, {})});
   }
@@ -230,6 +233,8 @@ void run_bench(const BenchOptions& opt) {
                  {"repeat", opt.repeat},
                  {"warmup", opt.warmup},
                  {"threads", threads},
+                 {"activations", opt.runtime.activations},
+                 {"weight_cache", opt.runtime.weight_cache},
                  {"hardware_threads", std::thread::hardware_concurrency()},
                  {"load_average_1m", have_load ? json(load[0]) : json()},
                  {"peak_rss_bytes_after_load", rss_after_load}};
@@ -390,6 +395,7 @@ void add_bench_command(CLI::App& app) {
       ->default_val("bf16")
       ->check(CLI::IsMember({"bf16", "fp32"}));
   cmd->add_option("--json", opt->json_file, "Also write the results as JSON");
+  add_runtime_options(*cmd, opt->runtime);
   cmd->callback([opt] { run_bench(*opt); });
 }
 

@@ -28,6 +28,7 @@
 #include "pipeline/report.hpp"
 #include "pipeline/report_png.hpp"
 #include "tools/commands.hpp"
+#include "tools/runtime_options.hpp"
 
 namespace stepmix::cli {
 namespace {
@@ -49,6 +50,7 @@ struct CompareOptions {
   std::optional<std::string> classifier_dir;
   double diff_gain = 10;
   bool force = false;
+  RuntimeOptions runtime;
 };
 
 std::atomic<bool> g_cancel{false};
@@ -196,6 +198,7 @@ void run_compare(const CompareOptions& opt) {
   if (opt.steps && *opt.steps < 1)
     throw Error("compare", "--steps: expected an integer >= 1, got " + std::to_string(*opt.steps));
   if (!(opt.diff_gain > 0)) throw Error("compare", "--diff-gain: expected a positive number");
+  opt.runtime.validate("compare");
   if (opt.negative_prompt && opt.negative_prompt_ids)
     throw Error("compare", "give --negative-prompt or --negative-prompt-ids, not both");
   std::set<std::string> seen;
@@ -213,7 +216,7 @@ void run_compare(const CompareOptions& opt) {
   const ModelDefaults defaults = read_model_defaults(dir);
   const int steps = opt.steps ? *opt.steps : defaults.steps.value_or(35);
   const double guidance = opt.guidance ? *opt.guidance : defaults.guidance.value_or(6.0);
-  Cosmos3Transformer model = Cosmos3Transformer::load(dir);
+  Cosmos3Transformer model = opt.runtime.load(dir);
   if (!model.has_fp8())
     throw Error("compare", "--model " + opt.model_dir +
                                " has no FP8 Linears: compare needs a ModelOpt FP8 checkpoint (stepmix quantize makes "
@@ -225,6 +228,7 @@ void run_compare(const CompareOptions& opt) {
   setup.guidance = guidance;
   setup.seeds = opt.seeds;
   setup.diff_gain = opt.diff_gain;
+  setup.notes.push_back("Linear activations: " + opt.runtime.activations + " in every mode, the reference too (--activations).");
 
   // The reference: the BF16 checkpoint, else W8A16 on every step of --model.
   std::optional<ModelDirectory> ref_dir;
@@ -233,7 +237,7 @@ void run_compare(const CompareOptions& opt) {
   std::vector<PreparedMode> modes;
   if (opt.reference_dir) {
     ref_dir = ModelDirectory::open(*opt.reference_dir);
-    ref_model.emplace(Cosmos3Transformer::load(*ref_dir));
+    ref_model.emplace(opt.runtime.load(*ref_dir));
     if (ref_model->has_fp8())
       throw Error("compare",
                   "--reference " + *opt.reference_dir + " holds FP8 Linears; the reference must be a BF16 checkpoint");
@@ -384,6 +388,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--diff-gain", opt->diff_gain, "Amplification of the difference maps")->default_val(10.0);
   cmd->add_flag("--force", opt->force, "Replace --out if it exists");
   cmd->add_option("--out", opt->out_dir, "Report folder (written whole at the end)")->required();
+  add_runtime_options(*cmd, opt->runtime);
   cmd->callback([opt] { run_compare(*opt); });
 }
 

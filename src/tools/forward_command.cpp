@@ -11,6 +11,7 @@
 #include "stepmix/error.hpp"
 #include "stepmix/policy.hpp"
 #include "tools/commands.hpp"
+#include "tools/runtime_options.hpp"
 
 namespace stepmix::cli {
 namespace {
@@ -21,6 +22,7 @@ struct ForwardOptions {
   std::string out;
   std::string precision;  // empty: the checkpoint's native arithmetic
   bool dump_hidden = false;
+  RuntimeOptions runtime;
 };
 
 const char* mode_name(LinearMode mode) {
@@ -55,7 +57,8 @@ LinearMode resolve_precision(const ForwardOptions& opt, const Cosmos3Transformer
 void run_forward(const ForwardOptions& opt) {
   const ModelDirectory dir = ModelDirectory::open(opt.model_dir);
   require_supported_quantization(classify_quantization(dir.config, dir.config_path), dir.config_path);
-  Cosmos3Transformer model = Cosmos3Transformer::load(dir);
+  opt.runtime.validate("forward");
+  Cosmos3Transformer model = opt.runtime.load(dir);
   for (const std::string& warning : model.warnings()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   const LinearMode mode = resolve_precision(opt, model, dir.transformer_dir);
 
@@ -89,6 +92,7 @@ void add_forward_command(CLI::App& app) {
       ->check(CLI::IsMember({"dense", "w8a16", "w8a8"}));
   cmd->add_flag("--dump-hidden", opt->dump_hidden,
                 "Also write rope tables, embeddings, und_hidden.{i}, gen_hidden.{i}, gen_final_norm, packed_pred");
+  add_runtime_options(*cmd, opt->runtime);
   cmd->callback([opt] { run_forward(*opt); });
 }
 

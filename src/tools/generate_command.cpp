@@ -22,6 +22,7 @@
 #include "sched/config.hpp"
 #include "tools/commands.hpp"
 #include "tools/policy_options.hpp"
+#include "tools/runtime_options.hpp"
 
 namespace stepmix::cli {
 namespace {
@@ -44,7 +45,7 @@ struct GenerateOptions {
   double fps = 24.0;
   std::optional<std::string> out, save_latents;
   bool json_output = false;
-  std::string weight_cache = "none";
+  RuntimeOptions runtime;
   PolicyOptions policy;
 };
 
@@ -109,10 +110,8 @@ void run_generate(const GenerateOptions& opt) {
     throw Error("generate", "give --negative-prompt or --negative-prompt-ids, not both");
   if (opt.noise_file && opt.seed) throw Error("generate", "give --seed or --noise, not both");
 
-  if (opt.weight_cache != "none" && opt.weight_cache != "all")
-    throw Error("generate", "--weight-cache: expected none or all, got '" + opt.weight_cache + "'");
-  Cosmos3Transformer transformer =
-      Cosmos3Transformer::load(dir, opt.weight_cache == "all" ? WeightCache::All : WeightCache::None);
+  opt.runtime.validate("generate");
+  Cosmos3Transformer transformer = opt.runtime.load(dir);
   check_governed_counts(policy, transformer.governed_counts(), dir.transformer_dir);
   StepController controller(plan_steps(policy, transformer.has_fp8(), steps));
 
@@ -190,6 +189,8 @@ void run_generate(const GenerateOptions& opt) {
     out["guidance"] = guidance;
     out["latent_shape"] = {1, C, T, H, W};
     out["transformer_calls"] = result.transformer_calls;
+    out["activations"] = opt.runtime.activations;
+    out["weight_cache"] = opt.runtime.weight_cache;
     out["outputs"] = {{"image", png_path ? json(*png_path) : json()}, {"latents", latent_path ? json(*latent_path) : json()}};
     std::cout << out.dump(2) << "\n";
     return;
@@ -228,9 +229,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--out", opt->out, "Output PNG (pixel-space models)");
   cmd->add_option("--save-latents", opt->save_latents, "Write the final latent (F32 'latent' [1,C,T,H,W])");
   cmd->add_flag("--json", opt->json_output, "Print one JSON object");
-  cmd->add_option("--weight-cache", opt->weight_cache,
-                  "none: FP8 weights stay 1 byte/parameter; all: keep a BF16 copy (2 bytes/parameter more)")
-      ->default_val("none");
+  add_runtime_options(*cmd, opt->runtime);
   add_policy_options(*cmd, opt->policy);
   cmd->callback([opt] { run_generate(*opt); });
 }

@@ -12,12 +12,16 @@
 // rounding midpoint.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/numerics.hpp"
+#include "kernels/cpu/amx_kernels.hpp"
 #include "kernels/linear_kernels.hpp"
 
 namespace stepmix::kernels {
@@ -224,6 +228,36 @@ TEST(GemmVariants, CachedAndFusedWeightConversionAreBitIdentical) {
       g.y = cached.data();
       variant.gemm(g);
       EXPECT_EQ(fused, cached) << variant.name << " K=" << K;
+    }
+  }
+}
+
+// The AMX GEMM's blocking (work-unit sizes, K chunks, weights packed per call
+// or per unit) changes no bit of the result: the k order of every sum is the
+// same for all of them.
+TEST(GemmVariants, AmxBlockingDoesNotChangeBits) {
+  if (!amx::supported()) GTEST_SKIP() << "amx does not run on this CPU/OS";
+  const amx::Blocking blockings[] = {
+      {32, 32, 32, -1}, {32, 64, 64, 1}, {64, 96, 96, 0}, {256, 256, 512, 1}, {512, 32, 1024, 0}};
+  int config = 0;
+  for (const auto& [M, N, K] : {std::array<int64_t, 3>{1, 5, 16}, {40, 97, 513}, {300, 100, 520}, {70, 33, 1500}}) {
+    const Problem p(M, N, K, uint32_t(M + 3 * N + 5 * K));
+    for (const OperandCombo& c : kCombos) {
+      if (c.arithmetic != GemmArithmetic::BF16) continue;
+      const OutputType out = (config % 2) ? OutputType::BF16 : OutputType::F32;
+      const BiasType bias = BiasType((config / 2) % 3);
+      ++config;
+      // Room for either output type, compared as the bytes written.
+      const size_t bytes = size_t(M * N) * (out == OutputType::F32 ? 4 : 2);
+      std::vector<float> want(size_t(M * N), -1.0f), got(size_t(M * N));
+      amx::gemm(p.args(c, out, bias, 0.5f, want.data()));
+      for (const amx::Blocking& b : blockings) {
+        std::fill(got.begin(), got.end(), -1.0f);
+        amx::gemm_with_blocking(p.args(c, out, bias, 0.5f, got.data()), b);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), bytes))
+            << combo_name(c) << " M=" << M << " N=" << N << " K=" << K << " blocking " << b.x_rows << "/"
+            << b.w_rows << "/" << b.k_chunk << "/" << b.prepack_weights;
+      }
     }
   }
 }

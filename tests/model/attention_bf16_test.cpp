@@ -16,42 +16,22 @@
 #include "core/numerics.hpp"
 #include "core/thread_pool.hpp"
 #include "model/attention_bf16.hpp"
+#include "attention_test_util.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix::test {
 namespace {
 
+// Seeded normal values rounded to bf16, and their exact float32 widening.
 std::vector<uint16_t> random_bf16(int64_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<uint16_t> v(static_cast<std::size_t>(n));
-  for (uint16_t& x : v) x = float_to_bf16_rne(normal(rng));
+  std::vector<uint16_t> v;
+  for (float x : random_values(n, seed, scale)) v.push_back(float_to_bf16_rne(x));
   return v;
 }
 
-std::vector<double> attention_float64(const AttentionProblem& p, const std::vector<uint16_t>& q,
-                                      const std::vector<uint16_t>& k, const std::vector<uint16_t>& v) {
-  const int64_t D = p.head_dim;
-  std::vector<double> out(std::size_t(p.q_rows * p.q_heads * D), 0.0);
-  for (int64_t i = 0; i < p.q_rows; ++i)
-    for (int64_t h = 0; h < p.q_heads; ++h) {
-      const int64_t g = h / p.groups(), visible = p.causal ? i + 1 : p.kv_rows;
-      std::vector<double> s(static_cast<std::size_t>(visible));
-      double max_s = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < visible; ++j) {
-        double dot = 0;
-        for (int64_t d = 0; d < D; ++d)
-          dot += double(bf16_to_float(q[std::size_t((i * p.q_heads + h) * D + d)])) *
-                 bf16_to_float(k[std::size_t((j * p.kv_heads + g) * D + d)]);
-        s[std::size_t(j)] = dot / std::sqrt(double(D));
-        max_s = std::max(max_s, s[std::size_t(j)]);
-      }
-      for (double& x : s) sum += (x = std::exp(x - max_s));
-      for (int64_t j = 0; j < visible; ++j)
-        for (int64_t d = 0; d < D; ++d)
-          out[std::size_t((i * p.q_heads + h) * D + d)] +=
-              s[std::size_t(j)] / sum * bf16_to_float(v[std::size_t((j * p.kv_heads + g) * D + d)]);
-    }
+std::vector<float> widened(const std::vector<uint16_t>& x) {
+  std::vector<float> out;
+  for (uint16_t b : x) out.push_back(bf16_to_float(b));
   return out;
 }
 
@@ -74,7 +54,7 @@ TEST_P(AttentionBf16, KernelsAgreeWithTheTwinAndFloat64) {
   attention_bf16_reference(p, q.data(), k.data(), v.data(), twin.data());
   attention_bf16_portable(p, q.data(), k.data(), v.data(), portable.data());
   attention_bf16_avx512(p, q.data(), k.data(), v.data(), fast.data());
-  const std::vector<double> exact = attention_float64(p, q, k, v);
+  const std::vector<double> exact = attention_float64(p, widened(q), widened(k), widened(v));
 
   double max_v = 0;
   for (uint16_t x : v) max_v = std::max(max_v, double(std::fabs(bf16_to_float(x))));

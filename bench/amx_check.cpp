@@ -1,0 +1,609 @@
+// Standalone check and benchmark of the GEMM kernel variants, for machines
+// without the test dependencies (GoogleTest, nlohmann-json, CLI11, libpng):
+// links only the core and kernels sources. Built and run by
+// bench/amx-device-check.sh.
+//
+// usage: amx_check [--info] [--correctness] [--blocking] [--timing] [--sweep]
+//                  [--quick] [--max-gflop G] [--budget S]
+//   --info         only the CPU flags, AMX permission and variants found
+//   sections (all of them when none is named):
+//   --correctness  every supported variant against "ref" on a grid of shapes,
+//                  every BF16-arithmetic operand combination, bias
+//                  none/f32/bf16, output f32/bf16; the tolerance is the one
+//                  tests/kernels/gemm_variants_test.cpp uses
+//   --blocking     "amx" only: shapes crossing its blocking, under several
+//                  blockings; each against "ref" and bit-identical to the
+//                  default blocking
+//   --timing       GFLOP/s (best call) of "avx512" and "amx", W8A8 / W8A16 /
+//                  BF16, on ThreadPool::global() (STEPMIX_THREADS)
+//   --sweep        "amx" only: timing of a few blockings on two shapes
+//   --quick        smaller shapes everywhere (for a slow machine)
+//   --max-gflop G  timing: skip shapes of more than G GFLOP per call
+//   --budget S     timing: stop repeating a call after S seconds (default 1)
+// Exit code 1 if any check fails, 2 on bad usage.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.hpp"
+#include "core/numerics.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/cpu/amx_kernels.hpp"
+#include "kernels/linear_kernels.hpp"
+
+namespace {
+
+using namespace stepmix;
+using namespace stepmix::kernels;
+
+int g_failures = 0;
+
+// ---------------------------------------------------------------- data
+// Fast deterministic pseudo-normal values (sum of three uniforms, σ ≈ 1).
+struct Rng {
+  uint64_t state;
+  explicit Rng(uint64_t seed) : state(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  float uniform() {
+    state += 0x9E3779B97F4A7C15ull;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return float(z >> 40) * 0x1p-24f;
+  }
+  float normal() { return (uniform() + uniform() + uniform() - 1.5f) * 2.0f; }
+};
+
+struct Activations {
+  int64_t M = 0, K = 0;
+  std::vector<uint16_t> bf16;
+  std::vector<uint8_t> codes;
+};
+
+struct Weights {
+  int64_t N = 0, K = 0;
+  std::vector<uint16_t> bf16;
+  std::vector<uint8_t> codes;
+  std::vector<float> bias_f32;
+  std::vector<uint16_t> bias_bf16;
+  float weight_scale = 0.0173f;
+};
+
+Activations make_activations(int64_t M, int64_t K, uint64_t seed) {
+  Activations a;
+  a.M = M, a.K = K;
+  a.bf16.resize(size_t(M * K));
+  a.codes.resize(size_t(M * K));
+  Rng rng(seed);
+  for (int64_t i = 0; i < M * K; ++i) {
+    const float v = rng.normal();
+    a.bf16[size_t(i)] = float_to_bf16_rne(v);
+    a.codes[size_t(i)] = quantize_e4m3_saturating(v * 40.0f);
+  }
+  return a;
+}
+
+Weights make_weights(int64_t N, int64_t K, uint64_t seed) {
+  Weights w;
+  w.N = N, w.K = K;
+  w.bf16.resize(size_t(N * K));
+  w.codes.resize(size_t(N * K));
+  Rng rng(seed);
+  for (int64_t i = 0; i < N * K; ++i) {
+    const float v = rng.normal();
+    w.bf16[size_t(i)] = float_to_bf16_rne(v);
+    w.codes[size_t(i)] = quantize_e4m3_saturating(v * 90.0f);
+  }
+  for (int64_t i = 0; i < N; ++i) {
+    w.bias_f32.push_back(0.1f * rng.normal());
+    w.bias_bf16.push_back(float_to_bf16_rne(0.1f * rng.normal()));
+  }
+  return w;
+}
+
+struct Combo {
+  ActivationOperand a;
+  WeightOperand w;
+  const char* name;
+};
+// Every BF16-arithmetic combination (operands exact in bf16).
+const Combo kCombos[] = {
+    {ActivationOperand::E4M3Codes, WeightOperand::E4M3, "a=e4m3 w=e4m3 (W8A8)"},
+    {ActivationOperand::BF16, WeightOperand::E4M3TimesScaleBF16, "a=bf16 w=e4m3*s (W8A16)"},
+    {ActivationOperand::BF16, WeightOperand::BF16, "a=bf16 w=bf16"},
+    {ActivationOperand::BF16, WeightOperand::E4M3, "a=bf16 w=e4m3"},
+    {ActivationOperand::E4M3Codes, WeightOperand::BF16, "a=e4m3 w=bf16"},
+    {ActivationOperand::E4M3Codes, WeightOperand::E4M3TimesScaleBF16, "a=e4m3 w=e4m3*s"},
+};
+
+const char* bias_name(BiasType b) { return b == BiasType::None ? "none" : b == BiasType::F32 ? "f32" : "bf16"; }
+const char* out_name(OutputType o) { return o == OutputType::F32 ? "f32" : "bf16"; }
+
+GemmArgs make_args(const Activations& x, const Weights& w, const Combo& c, BiasType bias, OutputType out, float alpha,
+                   void* y) {
+  GemmArgs g;
+  g.M = x.M, g.N = w.N, g.K = x.K;
+  g.arithmetic = GemmArithmetic::BF16;
+  g.a_type = c.a;
+  g.a = c.a == ActivationOperand::BF16 ? static_cast<const void*>(x.bf16.data()) : x.codes.data();
+  g.w_type = c.w;
+  g.w = c.w == WeightOperand::BF16 ? static_cast<const void*>(w.bf16.data()) : w.codes.data();
+  g.weight_scale = w.weight_scale;
+  g.alpha = alpha;
+  g.bias_type = bias;
+  g.bias = bias == BiasType::F32 ? static_cast<const void*>(w.bias_f32.data()) : w.bias_bf16.data();
+  g.y_type = out;
+  g.y = y;
+  return g;
+}
+
+float activation_value(const Activations& x, ActivationOperand t, int64_t i) {
+  return t == ActivationOperand::BF16 ? bf16_to_float(x.bf16[size_t(i)]) : e4m3_to_float(x.codes[size_t(i)]);
+}
+float weight_value(const Weights& w, WeightOperand t, int64_t i) {
+  switch (t) {
+    case WeightOperand::BF16: return bf16_to_float(w.bf16[size_t(i)]);
+    case WeightOperand::E4M3: return e4m3_to_float(w.codes[size_t(i)]);
+    case WeightOperand::E4M3TimesScaleBF16:
+      return bf16_to_float(float_to_bf16_rne(e4m3_to_float(w.codes[size_t(i)]) * w.weight_scale));
+    default: return 0.0f;
+  }
+}
+
+// ---------------------------------------------------------------- reference
+// ref::gemm on blocks of rows and columns, in parallel: ref::gemm computes
+// every element on its own (dot product over k in order, then the epilogue),
+// so a block computed by its own call is bit-identical to the whole call.
+void ref_gemm_parallel(const GemmArgs& g) {
+  const int64_t a_element = g.a_type == ActivationOperand::F32 ? 4 : g.a_type == ActivationOperand::BF16 ? 2 : 1;
+  const int64_t w_element = g.w_type == WeightOperand::F32 || g.w_type == WeightOperand::E4M3TimesScaleF32 ? 4
+                            : g.w_type == WeightOperand::BF16                                            ? 2
+                                                                                                         : 1;
+  const int64_t bias_element = g.bias_type == BiasType::F32 ? 4 : 2;
+  const int64_t y_element = g.y_type == OutputType::F32 ? 4 : 2;
+  ThreadPool& pool = ThreadPool::global();
+  const int64_t wanted = 8 * int64_t(pool.size());
+  const int64_t m_tasks = std::min<int64_t>(g.M, wanted);
+  const int64_t n_tasks = std::min<int64_t>(g.N, std::max<int64_t>(1, wanted / m_tasks));
+  pool.parallel_for(m_tasks * n_tasks, [&](int64_t t) {
+    const int64_t mi = t / n_tasks, ni = t % n_tasks;
+    const int64_t m0 = g.M * mi / m_tasks, m1 = g.M * (mi + 1) / m_tasks;
+    const int64_t n0 = g.N * ni / n_tasks, n1 = g.N * (ni + 1) / n_tasks;
+    if (m1 <= m0 || n1 <= n0) return;
+    std::vector<char> y(size_t((m1 - m0) * (n1 - n0) * y_element));
+    GemmArgs s = g;
+    s.M = m1 - m0;
+    s.N = n1 - n0;
+    s.a = static_cast<const char*>(g.a) + m0 * g.K * a_element;
+    s.w = static_cast<const char*>(g.w) + n0 * g.K * w_element;
+    if (g.bias_type != BiasType::None) s.bias = static_cast<const char*>(g.bias) + n0 * bias_element;
+    s.y = y.data();
+    ref::gemm(s);
+    for (int64_t m = m0; m < m1; ++m)
+      std::memcpy(static_cast<char*>(g.y) + (m * g.N + n0) * y_element, y.data() + (m - m0) * (n1 - n0) * y_element,
+                  size_t((n1 - n0) * y_element));
+  });
+}
+
+// Σ_k |a[m,k]·w[n,k]| for every (m, n), in double.
+std::vector<double> sum_abs_products(const Activations& x, const Weights& w, const Combo& c) {
+  const int64_t M = x.M, N = w.N, K = x.K;
+  std::vector<float> a_abs(size_t(M * K)), w_abs(size_t(N * K));
+  for (int64_t i = 0; i < M * K; ++i) a_abs[size_t(i)] = std::fabs(activation_value(x, c.a, i));
+  for (int64_t i = 0; i < N * K; ++i) w_abs[size_t(i)] = std::fabs(weight_value(w, c.w, i));
+  std::vector<double> s(size_t(M * N));
+  const int64_t n_chunks = (N + 63) / 64;
+  ThreadPool::global().parallel_for(M * n_chunks, [&](int64_t task) {
+    const int64_t m = task / n_chunks, n0 = (task % n_chunks) * 64, n1 = std::min(N, n0 + 64);
+    const float* a = a_abs.data() + m * K;
+    for (int64_t n = n0; n < n1; ++n) {
+      const float* wr = w_abs.data() + n * K;
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += double(a[k]) * double(wr[k]);
+      s[size_t(m * N + n)] = acc;
+    }
+  });
+  return s;
+}
+
+struct Comparison {
+  double max_abs_diff = 0, max_abs_ref = 0;
+  int64_t violations = 0;
+  std::string first;
+};
+
+// The bound of tests/kernels/gemm_variants_test.cpp: two float32 summation
+// orders of K products differ by at most 2(K+2)·2^-24·Σ|a·w|; the epilogue
+// adds a float32 rounding on each side, a bf16 output one bf16 step.
+void compare(const GemmArgs& g, const void* got_y, const void* want_y, const std::vector<double>& sum_abs,
+             Comparison& r) {
+  const double output_rounding = g.y_type == OutputType::BF16 ? 0x1p-7 : 0x1p-22;
+  for (int64_t i = 0; i < g.M * g.N; ++i) {
+    const float got = g.y_type == OutputType::F32 ? static_cast<const float*>(got_y)[i]
+                                                  : bf16_to_float(static_cast<const uint16_t*>(got_y)[i]);
+    const float want = g.y_type == OutputType::F32 ? static_cast<const float*>(want_y)[i]
+                                                   : bf16_to_float(static_cast<const uint16_t*>(want_y)[i]);
+    const double tol =
+        std::fabs(g.alpha) * 2.0 * double(g.K + 2) * 0x1p-24 * sum_abs[size_t(i)] * (1 + output_rounding) +
+        output_rounding * std::fabs(want) + 1e-30;
+    const double diff = std::fabs(double(got) - double(want));
+    r.max_abs_ref = std::max(r.max_abs_ref, double(std::fabs(want)));
+    if (!(diff <= tol)) {  // NaN counts as a violation
+      if (r.violations++ == 0) {
+        char line[256];
+        std::snprintf(line, sizeof line, "m=%lld n=%lld got %.9g want %.9g tol %.3g bias=%s out=%s",
+                      (long long)(i / g.N), (long long)(i % g.N), got, want, tol, bias_name(g.bias_type),
+                      out_name(g.y_type));
+        r.first = line;
+      }
+      r.max_abs_diff = std::max(r.max_abs_diff, std::isnan(diff) ? INFINITY : diff);
+    } else {
+      r.max_abs_diff = std::max(r.max_abs_diff, diff);
+    }
+  }
+}
+
+size_t y_bytes(const GemmArgs& g) { return size_t(g.M * g.N) * (g.y_type == OutputType::F32 ? 4 : 2); }
+
+float alpha_for(const Combo& c) { return c.a == ActivationOperand::E4M3Codes ? 3.7e-4f : 0.75f; }
+
+std::vector<const KernelSet*> optimised_variants() {
+  std::vector<const KernelSet*> v;
+  for (const KernelSet& k : kernel_variants())
+    if (std::string(k.name) != "ref" && k.supported()) v.push_back(&k);
+  return v;
+}
+
+bool kernel_variant_supported(const char* name) {
+  for (const KernelSet& k : kernel_variants())
+    if (std::string(k.name) == name) return k.supported();
+  return false;
+}
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// ---------------------------------------------------------------- correctness
+void run_correctness(bool quick) {
+  struct KN { int64_t K, N; };
+  std::vector<KN> kns = {{16, 16}, {64, 64}, {48, 40}, {2048, 2048}, {4096, 4096}};
+  if (quick) kns = {{16, 16}, {64, 64}, {48, 40}, {200, 72}};
+  const int64_t Ms[] = {1, 3, 16, 33, 256};
+  const auto variants = optimised_variants();
+  std::printf("\n== correctness: every supported variant against ref (tolerance of gemm_variants_test)\n");
+  if (variants.empty()) std::printf("no optimised variant runs here\n");
+  const double start = now();
+  for (const KN& kn : kns) {
+    const Weights w = make_weights(kn.N, kn.K, uint64_t(kn.K * 7 + kn.N));
+    for (int64_t M : Ms) {
+      if (kn.K == 4096 && M > 33) continue;
+      const Activations x = make_activations(M, kn.K, uint64_t(M * 131 + kn.K));
+      for (const Combo& c : kCombos) {
+        const std::vector<double> sum_abs = sum_abs_products(x, w, c);
+        // One reference per epilogue, shared by the variants.
+        std::vector<std::vector<char>> want;
+        for (BiasType bias : {BiasType::None, BiasType::F32, BiasType::BF16})
+          for (OutputType out : {OutputType::F32, OutputType::BF16}) {
+            const GemmArgs g = make_args(x, w, c, bias, out, alpha_for(c), nullptr);
+            want.emplace_back(y_bytes(g));
+            GemmArgs gr = g;
+            gr.y = want.back().data();
+            ref_gemm_parallel(gr);
+          }
+        for (const KernelSet* v : variants) {
+          Comparison worst;
+          double worst_rel = 0;
+          std::string worst_epilogue;
+          int64_t violations = 0;
+          std::string first;
+          int e = 0;
+          for (BiasType bias : {BiasType::None, BiasType::F32, BiasType::BF16})
+            for (OutputType out : {OutputType::F32, OutputType::BF16}) {
+              const GemmArgs g0 = make_args(x, w, c, bias, out, alpha_for(c), nullptr);
+              std::vector<char> got(y_bytes(g0), char(0x7F));  // poison: unwritten outputs show
+              GemmArgs g = g0;
+              g.y = got.data();
+              v->gemm(g);
+              Comparison r;
+              compare(g, got.data(), want[size_t(e++)].data(), sum_abs, r);
+              const double rel = r.max_abs_ref > 0 ? r.max_abs_diff / r.max_abs_ref : r.max_abs_diff;
+              if (rel >= worst_rel) {
+                worst_rel = rel;
+                worst_epilogue = std::string("bias=") + bias_name(bias) + " out=" + out_name(out);
+              }
+              if (r.violations && first.empty()) first = r.first;
+              violations += r.violations;
+            }
+          const bool pass = violations == 0;
+          if (!pass) ++g_failures;
+          std::printf("check %-6s M=%-4lld K=%-5lld N=%-5lld %-24s max|diff|/max|ref| = %.3e (%s)  %s\n", v->name,
+                      (long long)M, (long long)kn.K, (long long)kn.N, c.name, worst_rel, worst_epilogue.c_str(),
+                      pass ? "PASS" : "FAIL");
+          if (!pass)
+            std::printf("  %lld elements out of tolerance over the 6 epilogues; first: %s\n", (long long)violations,
+                        first.c_str());
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  std::printf("correctness: %.1f s\n", now() - start);
+}
+
+// ---------------------------------------------------------------- blocking
+void run_blocking_checks(bool quick) {
+  std::printf("\n== amx blocking: shapes crossing the blocking, several blockings, against ref and bit-identical\n");
+  if (!kernel_variant_supported("amx")) {
+    std::printf("amx not supported here: skipped\n");
+    return;
+  }
+  struct Shape { int64_t M, N, K; };
+  std::vector<Shape> shapes = {{1, 1, 1},       {5, 3, 37},      {33, 200, 300}, {40, 97, 513},
+                               {300, 100, 520}, {260, 20, 1500}, {513, 130, 1030}};
+  if (quick) shapes.resize(6);
+  struct Named { const char* name; amx::Blocking b; bool use_default; };
+  const Named blockings[] = {
+      {"gemm()", {}, true},
+      {"32/32/32 auto", {32, 32, 32, -1}, false},
+      {"32/32/32 prepack", {32, 32, 32, 1}, false},
+      {"64/96/96 per-unit", {64, 96, 96, 0}, false},
+      {"256/256/256 prepack", {256, 256, 256, 1}, false},
+      {"256/256/256 per-unit", {256, 256, 256, 0}, false},
+      {"512/64/1024 auto", {512, 64, 1024, -1}, false},
+  };
+  int config = 0;
+  for (const Shape& s : shapes) {
+    const Weights w = make_weights(s.N, s.K, uint64_t(s.N * 3 + s.K));
+    const Activations x = make_activations(s.M, s.K, uint64_t(s.M * 5 + s.K));
+    for (const Combo& c : kCombos) {
+      const BiasType bias = BiasType(config % 3);
+      const OutputType out = (config / 3) % 2 ? OutputType::BF16 : OutputType::F32;
+      ++config;
+      const std::vector<double> sum_abs = sum_abs_products(x, w, c);
+      const GemmArgs g0 = make_args(x, w, c, bias, out, alpha_for(c), nullptr);
+      std::vector<char> want(y_bytes(g0)), first_got;
+      GemmArgs gr = g0;
+      gr.y = want.data();
+      ref_gemm_parallel(gr);
+      int bad = 0;
+      std::string detail;
+      for (const Named& nb : blockings) {
+        std::vector<char> got(y_bytes(g0), char(0x7F));
+        GemmArgs g = g0;
+        g.y = got.data();
+        if (nb.use_default) {
+          kernel_variant("amx").gemm(g);
+        } else {
+          amx::gemm_with_blocking(g, nb.b);
+        }
+        Comparison r;
+        compare(g, got.data(), want.data(), sum_abs, r);
+        if (r.violations) {
+          ++bad;
+          detail += std::string("  ") + nb.name + ": " + std::to_string(r.violations) + " out of tolerance, first " +
+                    r.first + "\n";
+        }
+        if (first_got.empty()) {
+          first_got = got;
+        } else if (got != first_got) {
+          ++bad;
+          detail += std::string("  ") + nb.name + ": not bit-identical to gemm()\n";
+        }
+      }
+      if (bad) ++g_failures;
+      std::printf("blocking M=%-4lld N=%-4lld K=%-5lld %-24s bias=%-4s out=%-4s %s\n", (long long)s.M, (long long)s.N,
+                  (long long)s.K, c.name, bias_name(bias), out_name(out), bad ? "FAIL" : "PASS");
+      if (bad) std::printf("%s", detail.c_str());
+      std::fflush(stdout);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- timing
+struct Mode {
+  const char* name;
+  ActivationOperand a;
+  WeightOperand w;
+};
+const Mode kModes[] = {
+    {"W8A8", ActivationOperand::E4M3Codes, WeightOperand::E4M3},
+    {"W8A16", ActivationOperand::BF16, WeightOperand::E4M3TimesScaleBF16},
+    {"BF16", ActivationOperand::BF16, WeightOperand::BF16},
+};
+
+GemmArgs timing_args(const Activations& x, const Weights& w, const Mode& mode, std::vector<uint16_t>& y) {
+  const Combo c{mode.a, mode.w, mode.name};
+  return make_args(x, w, c, BiasType::None, OutputType::BF16, mode.a == ActivationOperand::E4M3Codes ? 2e-4f : 1.0f,
+                   y.data());
+}
+
+// Best call after a warm-up: at least one timed call, up to `reps`, fewer
+// once `budget` seconds are spent.
+template <class Fn>
+double best_seconds(const Fn& fn, int reps, double budget) {
+  fn();
+  double best = 1e30, total = 0;
+  for (int i = 0; i < reps && (i == 0 || total < budget); ++i) {
+    const double t0 = now();
+    fn();
+    const double t = now() - t0;
+    best = std::min(best, t);
+    total += t;
+  }
+  return best;
+}
+
+void run_timing(bool quick, double max_gflop, double budget) {
+  const int threads = ThreadPool::global().size();
+  std::printf("\n== timing: GEMM only (BF16 output, no bias), best of up to 3 calls, %d thread(s)\n", threads);
+  std::vector<const KernelSet*> variants;
+  for (const char* name : {"avx512", "amx"})
+    if (kernel_variant_supported(name)) variants.push_back(&kernel_variant(name));
+  if (variants.empty()) {
+    std::printf("neither avx512 nor amx runs here\n");
+    return;
+  }
+  struct KN { int64_t K, N; };
+  std::vector<KN> kns = {{2048, 2048}, {4096, 4096}, {4096, 12288}, {12288, 4096}};
+  std::vector<int64_t> Ms = {16, 256, 1024, 4096};
+  if (quick) kns = {{1024, 1024}, {2048, 2048}}, Ms = {16, 256};
+  struct Row { std::string key; double gflops[2]; };
+  std::vector<Row> rows;
+  const double start = now();
+  for (const KN& kn : kns) {
+    const Weights w = make_weights(kn.N, kn.K, uint64_t(kn.N + kn.K));
+    for (int64_t M : Ms) {
+      const double gflop = 2.0 * double(M) * double(kn.N) * double(kn.K) * 1e-9;
+      if (gflop > max_gflop) {
+        std::printf("time,%d,*,%lld,%lld,%lld,skipped (%.0f GFLOP > --max-gflop)\n", threads, (long long)M,
+                    (long long)kn.K, (long long)kn.N, gflop);
+        continue;
+      }
+      const Activations x = make_activations(M, kn.K, uint64_t(M + kn.K));
+      std::vector<uint16_t> y(size_t(M * kn.N));
+      for (const Mode& mode : kModes) {
+        Row row;
+        char key[96];
+        std::snprintf(key, sizeof key, "%-5s %5lld %6lld %6lld", mode.name, (long long)M, (long long)kn.K,
+                      (long long)kn.N);
+        row.key = key;
+        row.gflops[0] = row.gflops[1] = 0;
+        for (const KernelSet* v : variants) {
+          const GemmArgs g = timing_args(x, w, mode, y);
+          const double t = best_seconds([&] { v->gemm(g); }, 3, budget);
+          const double gf = gflop / t;
+          row.gflops[std::string(v->name) == "amx" ? 1 : 0] = gf;
+          std::printf("time,%d,%s,%lld,%lld,%lld,%s,%.6g,%.1f\n", threads, mode.name, (long long)M, (long long)kn.K,
+                      (long long)kn.N, v->name, t, gf);
+          std::fflush(stdout);
+        }
+        rows.push_back(row);
+      }
+    }
+  }
+  std::printf("\nsummary, %d thread(s), GFLOP/s:\n%-5s %5s %6s %6s | %9s %9s | amx/avx512\n", threads, "mode", "M", "K",
+              "N", "avx512", "amx");
+  for (const Row& r : rows) {
+    auto cell = [](double g) {
+      char text[32] = "-";
+      if (g > 0) std::snprintf(text, sizeof text, "%.1f", g);
+      return std::string(text);
+    };
+    std::printf("%s | %9s %9s | ", r.key.c_str(), cell(r.gflops[0]).c_str(), cell(r.gflops[1]).c_str());
+    if (r.gflops[0] > 0 && r.gflops[1] > 0) {
+      std::printf("%.2fx\n", r.gflops[1] / r.gflops[0]);
+    } else {
+      std::printf("-\n");
+    }
+  }
+  std::printf("timing: %.1f s\n", now() - start);
+}
+
+void run_sweep(bool quick, double budget) {
+  const int threads = ThreadPool::global().size();
+  std::printf("\n== amx blocking sweep, %d thread(s): GFLOP/s per blocking (x_rows/w_rows/k_chunk/prepack)\n", threads);
+  if (!kernel_variant_supported("amx")) {
+    std::printf("amx not supported here: skipped\n");
+    return;
+  }
+  struct Shape { int64_t M, K, N; };
+  std::vector<Shape> shapes = {{16, 4096, 4096}, {256, 4096, 4096}, {1024, 4096, 4096}, {4096, 4096, 4096}};
+  if (quick) shapes = {{256, 1024, 1024}};
+  const amx::Blocking blockings[] = {
+      {256, 256, 256, -1}, {256, 256, 256, 1},  {256, 256, 128, -1}, {256, 256, 512, -1}, {256, 256, 1024, -1},
+      {128, 128, 256, -1}, {512, 256, 256, -1}, {256, 512, 256, -1}, {512, 512, 256, -1}, {1024, 256, 256, -1},
+      {256, 64, 2048, -1},
+  };
+  for (const Shape& s : shapes) {
+    const Weights w = make_weights(s.N, s.K, uint64_t(s.N * 11 + s.K));
+    const Activations x = make_activations(s.M, s.K, uint64_t(s.M * 13 + s.K));
+    const double gflop = 2.0 * double(s.M) * double(s.N) * double(s.K) * 1e-9;
+    for (const Mode& mode : {kModes[0], kModes[2]}) {
+      std::vector<uint16_t> reference(size_t(s.M * s.N));
+      kernel_variant("amx").gemm(timing_args(x, w, mode, reference));
+      std::string line;
+      for (const amx::Blocking& b : blockings) {
+        std::vector<uint16_t> y(size_t(s.M * s.N));
+        const GemmArgs g = timing_args(x, w, mode, y);
+        const double t = best_seconds([&] { amx::gemm_with_blocking(g, b); }, 3, budget);
+        const bool same = y == reference;
+        if (!same) ++g_failures;
+        char cell[96];
+        std::snprintf(cell, sizeof cell, " %lld/%lld/%lld/%d=%.0f%s", (long long)b.x_rows, (long long)b.w_rows,
+                      (long long)b.k_chunk, b.prepack_weights, gflop / t, same ? "" : "(BITS DIFFER: FAIL)");
+        line += cell;
+      }
+      std::printf("sweep %-5s M=%lld K=%lld N=%lld:%s\n", mode.name, (long long)s.M, (long long)s.K, (long long)s.N,
+                  line.c_str());
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool correctness = false, blocking = false, timing = false, sweep = false, quick = false, info = false;
+  double max_gflop = 1e30, budget = 1.0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--info") {
+      info = true;
+    } else if (arg == "--correctness") {
+      correctness = true;
+    } else if (arg == "--blocking") {
+      blocking = true;
+    } else if (arg == "--timing") {
+      timing = true;
+    } else if (arg == "--sweep") {
+      sweep = true;
+    } else if (arg == "--quick") {
+      quick = true;
+    } else if (arg == "--max-gflop" && i + 1 < argc) {
+      max_gflop = std::atof(argv[++i]);
+    } else if (arg == "--budget" && i + 1 < argc) {
+      budget = std::atof(argv[++i]);
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--info] [--correctness] [--blocking] [--timing] [--sweep] [--quick] "
+                   "[--max-gflop G] [--budget S]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  if (!info && !correctness && !blocking && !timing && !sweep) correctness = blocking = timing = sweep = true;
+  try {
+    const stepmix::CpuFeatures& f = stepmix::cpu_features();
+    std::printf("cpu flags: %s\n", f.describe().c_str());
+    std::printf("can_run_avx512_bf16: %s, can_run_amx_bf16: %s\n", f.can_run_avx512_bf16() ? "yes" : "no",
+                f.can_run_amx_bf16() ? "yes" : "no");
+    if (f.can_run_amx_bf16()) {
+      std::printf("AMX permission (arch_prctl ARCH_REQ_XCOMP_PERM): %s\n",
+                  stepmix::request_amx_permission() ? "granted" : "REFUSED");
+    } else {
+      std::printf("AMX permission: not asked (the CPU/OS cannot run AMX-BF16)\n");
+    }
+    std::printf("variants:");
+    for (const stepmix::kernels::KernelSet& k : stepmix::kernels::kernel_variants())
+      std::printf(" %s(%s)", k.name, k.supported() ? "supported" : "unsupported");
+    std::printf("\nactive (start-up choice): %s, threads: %d\n", stepmix::kernels::active_kernels().name,
+                stepmix::ThreadPool::global().size());
+    std::fflush(stdout);
+    if (info) return 0;
+    if (correctness) run_correctness(quick);
+    if (blocking) run_blocking_checks(quick);
+    if (timing) run_timing(quick, max_gflop, budget);
+    if (sweep) run_sweep(quick, budget);
+  } catch (const std::exception& e) {
+    std::printf("error: %s\n", e.what());
+    return 1;
+  }
+  std::printf("\n%s: %d failing check(s)\n", g_failures ? "FAIL" : "OK", g_failures);
+  return g_failures ? 1 : 0;
+}
