@@ -5,13 +5,22 @@
 #include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
+#include "io/json_input.hpp"
 #include "stepmix/error.hpp"
 #include "stepmix/policy.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const nlohmann::json config = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded() || !config.is_object()) return 0;
+  // Parsed as the CLI parses these files (nesting limit, then JSON; every
+  // parser exception mapped to stepmix::Error).
+  nlohmann::json config;
+  try {
+    config = stepmix::parse_json_text(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.json", "fuzz");
+  } catch (const stepmix::Error&) {
+    return 0;
+  }
+  if (!config.is_object()) return 0;
   using stepmix::MixedPrecisionMode;
   for (MixedPrecisionMode mode : {MixedPrecisionMode::Auto, MixedPrecisionMode::None, MixedPrecisionMode::Fp8}) {
     try {

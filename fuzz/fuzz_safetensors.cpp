@@ -3,6 +3,7 @@
 // exception, no out-of-bounds read).
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include "io/safetensors.hpp"
 #include "stepmix/error.hpp"
@@ -12,6 +13,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto file = stepmix::SafetensorsFile::parse_bytes("fuzz.safetensors", data, size);
     volatile unsigned sum = 0;
     for (const auto& [name, view] : file->tensors()) {
+      // The shape accounts for every byte, and its int64 element count does
+      // not overflow (UBSan checks the multiplications in numel()).
+      if (uint64_t(view.numel()) * stepmix::dtype_size(view.dtype) != view.nbytes) std::abort();
       const auto* bytes = reinterpret_cast<const unsigned char*>(view.data);
       for (std::size_t i = 0; i < view.nbytes; ++i) sum = sum + bytes[i];  // ASan checks each read
     }

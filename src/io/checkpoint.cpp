@@ -39,6 +39,11 @@ std::map<std::string, std::string> parse_weight_map(const json& index, const std
     if (!shard_json.is_string())
       throw Error("checkpoint", index_path + ": weight_map." + name + ": expected a shard file name");
     const std::string shard = shard_json.get<std::string>();
+    // A NUL ("\u0000" in JSON) would cut the name short when it reaches open()
+    // (and the error message when it is printed).
+    if (shard.find('\0') != std::string::npos)
+      throw Error("checkpoint", index_path + ": weight_map." + name + ": " + json(shard).dump() +
+                                    " contains a NUL character, not a *.safetensors file name");
     // Shards live beside the index: no directories, no escapes.
     if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos ||
         shard == "." || shard == ".." || !ends_with(shard, ".safetensors"))
@@ -140,9 +145,15 @@ namespace {
 bool is_transformer_folder(const fs::path& p) {
   return fs::is_regular_file(p / "config.json") && !list_files(p.string(), ".safetensors").empty();
 }
+// An optional side file: absent is fine, but something that is there and is
+// not a regular file (a FIFO, a device, a folder) is an error rather than
+// silently treated as absent.
 std::optional<std::string> optional_file(const fs::path& p) {
-  if (fs::is_regular_file(p)) return p.string();
-  return std::nullopt;
+  std::error_code ec;
+  const fs::file_status st = fs::status(p, ec);
+  if (!fs::exists(st)) return std::nullopt;
+  if (!fs::is_regular_file(st)) throw Error("checkpoint", p.string() + ": not a regular file");
+  return p.string();
 }
 }  // namespace
 

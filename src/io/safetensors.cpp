@@ -135,7 +135,10 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& 
   std::shared_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->path_ = path;
 
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // forever (a shard named in an index, or --noise); it is refused below as
+  // not a regular file. Regular files ignore the flag.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -1,9 +1,12 @@
 #include "io/checkpoint.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "common/golden.hpp"
 #include "stepmix/error.hpp"
@@ -60,6 +63,11 @@ TEST_F(CheckpointTest, IndexErrorsNameTheProblem) {
   EXPECT_NE(error_of([&] { TensorStore::open_folder(dir_.string()); }).find("tensor 'y'"), std::string::npos);
   write_text(index, R"({"weight_map": {"x": "../a.safetensors", "y": "a.safetensors"}})");
   EXPECT_NE(error_of([&] { TensorStore::open_folder(dir_.string()); }).find("not a *.safetensors file name"),
+            std::string::npos);
+  // "\u0000" would cut the name at the NUL when it reaches open(): the folder itself.
+  write_text(index, R"({"weight_map": {"x": "\u0000.safetensors", "y": "a.safetensors"}})");
+  EXPECT_NE(error_of([&] { TensorStore::open_folder(dir_.string()); })
+                .find("weight_map.x: \"\\u0000.safetensors\" contains a NUL character"),
             std::string::npos);
   write_text(index, R"({"weight_map": [1]})");
   EXPECT_NE(error_of([&] { TensorStore::open_folder(dir_.string()); }).find("weight_map: expected an object"),
@@ -124,6 +132,25 @@ TEST_F(CheckpointTest, DirectoryErrors) {
   write_safetensors((dir_ / "a.safetensors").string(), {make_tensor_f32("x", {1}, {1})});
   const std::string msg = error_of([&] { ModelDirectory::open(dir_.string()); });
   EXPECT_NE(msg.find("config.json: not valid JSON"), std::string::npos) << msg;
+}
+
+TEST_F(CheckpointTest, OptionalSideFilesThatAreNotRegularFilesAreErrors) {
+  // A FIFO or a folder where scheduler_config.json, model_index.json or
+  // tokenizer.json belongs is refused (never read, never silently skipped).
+  const fs::path model = dir_ / "model";
+  fs::create_directories(model / "transformer");
+  fs::copy(test::golden_path("transformer-fp8"), model / "transformer", fs::copy_options::recursive);
+  fs::create_directories(model / "scheduler");
+  const fs::path fifo = model / "scheduler" / "scheduler_config.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(error_of([&] { ModelDirectory::open(model.string()); }).find(fifo.string() + ": not a regular file"),
+            std::string::npos);
+  fs::remove(fifo);
+  fs::create_directories(model / "model_index.json");
+  EXPECT_NE(error_of([&] { ModelDirectory::open(model.string()); }).find("model_index.json: not a regular file"),
+            std::string::npos);
+  fs::remove(model / "model_index.json");
+  EXPECT_NO_THROW(ModelDirectory::open(model.string()));
 }
 
 }  // namespace

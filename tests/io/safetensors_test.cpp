@@ -1,6 +1,8 @@
 #include "io/safetensors.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -205,6 +207,16 @@ TEST_F(SafetensorsTest, RejectsTruncatedGoldenFile) {
   fs::copy_file(src, path);
   fs::resize_file(path, fs::file_size(src) - 100);
   expect_rejected(path, {"exceed the data area"});
+}
+
+TEST_F(SafetensorsTest, RefusesFifosAndDevicesWithoutBlocking) {
+  // Opening a FIFO for reading blocks until a writer appears, unless it is
+  // opened non-blocking: this test would hang without that.
+  const std::string fifo = (dir_ / "shard.safetensors").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_rejected(fifo, {fifo, "not a regular file"});
+  expect_rejected("/dev/zero", {"/dev/zero", "not a regular file"});
+  expect_rejected(dir_.string(), {"not a regular file"});
 }
 
 TEST_F(SafetensorsTest, MissingFileIsAClearError) {

@@ -4,12 +4,8 @@
 # asserted, and the PyTorch peer is skipped (--no-peer) to stay fast.
 # $1 = stepmix binary, $2 = tests/data.
 set -u
-bin=$1
-g=$2/golden/cosmos3-tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib.sh" "$@"
+g=$golden
 
 common=(--model "$g/transformer-fp8" --prompt-ids 28,93,12,50,83,45,72,55,80,64,77,94,95
         --negative-prompt-ids 17,32,40,41,23,76,94,95 --latent-shape 4,1,6,8 --guidance 3 --steps 8
@@ -32,19 +28,15 @@ grep -q '"weight_bytes_resident": [1-9]' "$tmp/bench.json" || fail "weight bytes
 out=$("$bin" bench "${common[@]}" --model "$g/transformer" --repeat 1) || fail "bf16 model"
 grep -q "^bf16 .*BF16x8" <<<"$out" || fail "bf16 model table: $out"
 
-expect_error() {
-  local name=$1 want=$2
-  shift 2
-  "$bin" bench "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [[ $rc -eq 2 ]] || fail "$name: exit $rc, expected 2"
-  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "$name: stderr is not one line: $(cat "$tmp/err")"
-  grep -qF -- "$want" "$tmp/err" || fail "$name: stderr lacks '$want': $(cat "$tmp/err")"
-}
-expect_error repeat "--repeat: expected an integer >= 1" "${common[@]}" --repeat 0
-expect_error steps "--steps: expected an integer >= 1" "${common[@]}" --steps 0
-expect_error fp8_reference "is not a BF16 checkpoint" "${common[@]}" --reference "$g/transformer-fp8"
-expect_error two_prompts "give --prompt or --prompt-ids" "${common[@]}" --prompt "a boot"
+"$bin" bench "${common[@]}" --repeat 1 --activations bf16 --weight-cache all --json "$tmp/bf16.json" >/dev/null ||
+  fail "bench --activations bf16"
+grep -qF '"activations": "bf16"' "$tmp/bf16.json" || fail "bench.json lacks the activation dtype"
+grep -q '"weight_cache_bytes": [1-9]' "$tmp/bf16.json" || fail "--weight-cache all: no cache bytes reported"
 
-echo "bench: $failures failure(s)"
-[[ $failures -eq 0 ]]
+expect_error repeat "--repeat: expected an integer >= 1" bench "${common[@]}" --repeat 0
+expect_error steps "--steps: expected an integer >= 1" bench "${common[@]}" --steps 0
+expect_error fp8_reference "is not a BF16 checkpoint" bench "${common[@]}" --reference "$g/transformer-fp8"
+expect_error two_prompts "give --prompt or --prompt-ids" bench "${common[@]}" --prompt "a boot"
+expect_error activations "--activations: expected f32 or bf16" bench "${common[@]}" --activations int8
+
+finish bench

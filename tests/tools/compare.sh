@@ -5,12 +5,8 @@
 # one-line errors with exit code 2 and nothing left behind on failure.
 # $1 = stepmix binary, $2 = tests/data.
 set -u
-bin=$1
-g=$2/golden/cosmos3-tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib.sh" "$@"
+g=$golden
 
 printf '# two prompts; the label is the class index for the classifier\n' >"$tmp/prompts.txt"
 printf 'ids:28,93,12,50,83,45,72,55,80,64,77,94,95\tlabel:1\n' >>"$tmp/prompts.txt"
@@ -62,31 +58,22 @@ grep -qF '"name": "w8a16"' "$tmp/c/report.json" || fail "bf16 reference: no w8a1
 grep -qF 'BF16 checkpoint' "$tmp/c/report.json" || fail "bf16 reference: description"
 grep -qF '"classifier": null' "$tmp/c/report.json" || fail "no classifier expected"
 
-expect_error() {
-  local name=$1 want=$2
-  shift 2
-  "$bin" compare "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [[ $rc -eq 2 ]] || fail "$name: exit $rc, expected 2"
-  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "$name: stderr is not one line: $(cat "$tmp/err")"
-  grep -qF -- "$want" "$tmp/err" || fail "$name: stderr lacks '$want': $(cat "$tmp/err")"
-}
-expect_error out_exists "--out $tmp/a exists" "${common[@]}" --out "$tmp/a"
+expect_error out_exists "--out $tmp/a exists" compare "${common[@]}" --out "$tmp/a"
 "$bin" compare "${common[@]}" --out "$tmp/a" --force >/dev/null 2>&1 || fail "--force"
-expect_error zero_seeds "--seeds: expected an integer >= 1" "${common[@]}" --seeds 0 --out "$tmp/e"
-expect_error bad_policy "--policy: expected first-last:F,L" "${common[@]}" --policy 3,3 --out "$tmp/e"
-expect_error twice "is given twice" "${common[@]}" --policy first-last:1,1 --out "$tmp/e"
-expect_error no_prompts "no such file" "${common[@]}" --prompts "$tmp/none.txt" --out "$tmp/e"
-expect_error bf16_model "has no FP8 Linears" "${common[@]}" --model "$g/transformer" --out "$tmp/e"
-expect_error fp8_reference "must be a BF16 checkpoint" "${common[@]}" --reference "$g/transformer-fp8" --out "$tmp/e"
-expect_error diff_gain "--diff-gain" "${common[@]}" --diff-gain 0 --out "$tmp/e"
-expect_error missing_seeds "--seeds is required" --model "$g/transformer-fp8" --prompts "$tmp/prompts.txt" --out "$tmp/e"
+expect_error zero_seeds "--seeds: expected an integer >= 1" compare "${common[@]}" --seeds 0 --out "$tmp/e"
+expect_error bad_policy "--policy: expected first-last:F,L" compare "${common[@]}" --policy 3,3 --out "$tmp/e"
+expect_error twice "is given twice" compare "${common[@]}" --policy first-last:1,1 --out "$tmp/e"
+expect_error no_prompts "no such file" compare "${common[@]}" --prompts "$tmp/none.txt" --out "$tmp/e"
+expect_error bf16_model "has no FP8 Linears" compare "${common[@]}" --model "$g/transformer" --out "$tmp/e"
+expect_error fp8_reference "must be a BF16 checkpoint" compare "${common[@]}" --reference "$g/transformer-fp8" --out "$tmp/e"
+expect_error diff_gain "--diff-gain" compare "${common[@]}" --diff-gain 0 --out "$tmp/e"
+expect_error bad_activations "--activations: expected f32 or bf16" compare "${common[@]}" --activations fp8 --out "$tmp/e"
+expect_error missing_seeds "--seeds is required" compare --model "$g/transformer-fp8" --prompts "$tmp/prompts.txt" --out "$tmp/e"
 printf 'ids:1,2\tlabel:7\n' >"$tmp/label.txt"
-expect_error label_range "has label 7; the classifier has 2 classes" "${common[@]}" --prompts "$tmp/label.txt" \
+expect_error label_range "has label 7; the classifier has 2 classes" compare "${common[@]}" --prompts "$tmp/label.txt" \
   --classifier "$tmp/cls" --out "$tmp/e"
-expect_error classifier_size "--classifier" "${common[@]}" --latent-shape 4,1,4,4 --classifier "$tmp/cls" --out "$tmp/e"
+expect_error classifier_size "--classifier" compare "${common[@]}" --latent-shape 4,1,4,4 --classifier "$tmp/cls" --out "$tmp/e"
 [[ -e $tmp/e ]] && fail "a failed run left $tmp/e"
 ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary report folder was left: $(ls "$tmp")"
 
-echo "compare: $failures failure(s)"
-[[ $failures -eq 0 ]]
+finish compare

@@ -4,14 +4,7 @@
 # --dump-hidden tensor names, and one-line errors with exit code 2 for
 # precisions the checkpoint cannot run. $1 = stepmix binary, $2 = tests/data.
 set -u
-bin=$1
-data=$2
-golden=$data/golden/cosmos3-tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib.sh" "$@"
 
 # header FILE: the JSON header of a safetensors file.
 header() {
@@ -39,12 +32,13 @@ deviation() {
     END { if (n == 0 || mg == 0) print "nan"; else printf "%.3e\n", md / mg }'
 }
 
-# check_case CASE MODEL PRECISION GOLDEN_TENSOR BOUND
+# check_case CASE MODEL PRECISION GOLDEN_TENSOR BOUND [EXTRA ARGS...]
 check_case() {
   local name=$1 model=$2 precision=$3 tensor=$4 bound=$5
+  shift 5
   local out=$tmp/$name.$precision.safetensors
   if ! "$bin" forward --model "$model" --inputs "$golden/forward/$name.safetensors" --out "$out" \
-      --precision "$precision" >"$tmp/stdout" 2>"$tmp/stderr"; then
+      --precision "$precision" "$@" >"$tmp/stdout" 2>"$tmp/stderr"; then
     fail "$name $precision: exit $? ($(cat "$tmp/stderr"))"
     return
   fi
@@ -63,6 +57,26 @@ for name in image video odd cond; do
   check_case "$name" "$golden/transformer-fp8" w8a8 velocity_w8a8 1e-1
 done
 
+# --activations bf16: every Linear on bf16 activations. The float32 goldens are
+# then ~2^-8-relative away at each rounding; bounds as in
+# tests/model/forward_bf16_test.cpp (measured 5.8e-3 dense, 6.6e-3 W8A16,
+# 5.9e-2 W8A8 free running, where a bf16 difference moves activation codes).
+for name in image video; do
+  check_case "$name" "$golden/transformer" dense velocity 5e-2 --activations bf16
+  check_case "$name" "$golden/transformer-fp8" w8a16 velocity_w8a16 5e-2 --activations bf16
+  check_case "$name" "$golden/transformer-fp8" w8a8 velocity_w8a8 2e-1 --activations bf16
+done
+# ... and they really are bf16: the result differs from the float32 run.
+"$bin" forward --model "$golden/transformer" --inputs "$golden/forward/image.safetensors" \
+  --out "$tmp/f32.safetensors" --precision dense >/dev/null 2>&1 &&
+  "$bin" forward --model "$golden/transformer" --inputs "$golden/forward/image.safetensors" \
+    --out "$tmp/bf16.safetensors" --precision dense --activations bf16 >/dev/null 2>&1 ||
+  fail "--activations f32/bf16 runs failed"
+cmp -s "$tmp/f32.safetensors" "$tmp/bf16.safetensors" && fail "--activations bf16 gave the float32 bytes"
+expect_error bad-activations "--activations: expected f32 or bf16, got 'f16'" \
+  forward --model "$golden/transformer" --inputs "$golden/forward/image.safetensors" --out "$tmp/x.safetensors" \
+  --activations f16
+
 # --dump-hidden writes the golden names.
 if "$bin" forward --model "$golden/transformer" --inputs "$golden/forward/video.safetensors" \
     --out "$tmp/dump.safetensors" --dump-hidden >/dev/null 2>"$tmp/stderr"; then
@@ -73,17 +87,6 @@ if "$bin" forward --model "$golden/transformer" --inputs "$golden/forward/video.
 else
   fail "--dump-hidden: exit $? ($(cat "$tmp/stderr"))"
 fi
-
-# expect_error NAME EXPECTED_SUBSTRING ARGS...: exit 2, one line on stderr.
-expect_error() {
-  local name=$1 want=$2
-  shift 2
-  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [[ $rc -eq 2 ]] || fail "$name: exit $rc, expected 2"
-  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "$name: stderr is not one line: $(cat "$tmp/err")"
-  grep -qF -- "$want" "$tmp/err" || fail "$name: stderr lacks '$want': $(cat "$tmp/err")"
-}
 
 case_file=$golden/forward/image.safetensors
 expect_error dense-on-fp8 "point --model at the BF16 checkpoint" \
@@ -100,8 +103,4 @@ expect_error not-inputs "missing tensor 'input_ids'" \
   forward --model "$golden/transformer" --inputs "$golden/fp8/e4m3_vectors.safetensors" --out "$tmp/x.safetensors"
 [[ ! -e $tmp/x.safetensors ]] || fail "a failed run left an output file"
 
-if [[ $failures -gt 0 ]]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "forward CLI: all checks passed"
+finish forward

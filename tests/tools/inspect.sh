@@ -2,37 +2,9 @@
 # End-to-end checks of `stepmix inspect`: traces, JSON, exit codes and
 # one-line errors. $1 = stepmix binary, $2 = tests/data.
 set -u
-bin=$1
-data=$2
-fp8=$data/golden/cosmos3-tiny/transformer-fp8
-bf16=$data/golden/cosmos3-tiny/transformer
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect_ok NAME EXPECTED_SUBSTRING ARGS...
-expect_ok() {
-  local name=$1 want=$2
-  shift 2
-  local out
-  out=$("$bin" "$@" 2>"$tmp/err")
-  local rc=$?
-  [[ $rc -eq 0 ]] || fail "$name: exit $rc ($(cat "$tmp/err"))"
-  grep -qF -- "$want" <<<"$out" || fail "$name: output lacks '$want'"$'\n'"$out"
-}
-
-# expect_error NAME EXPECTED_SUBSTRING ARGS...: exit 2, one line on stderr.
-expect_error() {
-  local name=$1 want=$2
-  shift 2
-  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [[ $rc -eq 2 ]] || fail "$name: exit $rc, expected 2"
-  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "$name: stderr is not one line: $(cat "$tmp/err")"
-  grep -qF -- "$want" "$tmp/err" || fail "$name: stderr lacks '$want': $(cat "$tmp/err")"
-}
+source "$(dirname "$0")/lib.sh" "$@"
+fp8=$golden/transformer-fp8
+bf16=$golden/transformer
 
 # A copy of the FP8 transformer folder whose config.json is edited by a python snippet.
 edited_copy() {
@@ -98,5 +70,4 @@ cp "$fp8/config.json" "$tmp/trunc/"
 head -c 200000 "$fp8/diffusion_pytorch_model.safetensors" >"$tmp/trunc/diffusion_pytorch_model.safetensors"
 expect_error truncated "diffusion_pytorch_model.safetensors: tensor" inspect "$tmp/trunc"
 
-echo "inspect: $failures failure(s)"
-[[ $failures -eq 0 ]]
+finish inspect

@@ -1,0 +1,84 @@
+# Helpers shared by the CLI test scripts in tests/tools/ (sourced, never run
+# on its own; tests/CMakeLists.txt registers every tests/tools/*.sh except
+# this one as ctest cli.<name>). A script starts with
+#
+#   source "$(dirname "$0")/lib.sh" "$@"
+#
+# which sets
+#   bin      the stepmix binary ($1)
+#   data     tests/data ($2)
+#   golden   tests/data/golden/cosmos3-tiny
+#   tmp      a fresh temporary folder, removed when the script exits
+#   checks   the number of expect_ok / expect_rejected / expect_error calls so far
+#   failures the number of failed checks so far
+# and ends with `finish NAME`, which prints the summary and sets the exit code.
+# shellcheck shell=bash
+
+if [[ $# -lt 2 ]]; then
+  echo "usage: $0 STEPMIX_BINARY TESTS_DATA_DIR" >&2
+  exit 2
+fi
+bin=$1
+data=$2
+golden=$data/golden/cosmos3-tiny
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+checks=0
+failures=0
+# Seconds one stepmix command may take before it counts as hung (sanitizer
+# builds are several times slower than release).
+: "${STEPMIX_TEST_TIMEOUT:=300}"
+
+# fail MESSAGE...: records one failed check.
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# expect_ok NAME EXPECTED_SUBSTRING ARGS...: stepmix ARGS exits 0 and its
+# stdout contains EXPECTED_SUBSTRING.
+expect_ok() {
+  local name=$1 want=$2
+  shift 2
+  checks=$((checks + 1))
+  local out rc
+  out=$(timeout "$STEPMIX_TEST_TIMEOUT" "$bin" "$@" 2>"$tmp/err")
+  rc=$?
+  [[ $rc -eq 0 ]] || fail "$name: exit $rc ($(head -c 600 "$tmp/err"))"
+  grep -qF -- "$want" <<<"$out" || fail "$name: output lacks '$want'"$'\n'"$out"
+}
+
+# expect_rejected NAME WHERE PROBLEM ARGS...: stepmix ARGS exits 2 with
+# exactly one line on stderr, starting with "stepmix: " and containing both
+# WHERE (the file, folder or option) and PROBLEM. Either may be empty.
+expect_rejected() {
+  local name=$1 where=$2 problem=$3
+  shift 3
+  checks=$((checks + 1))
+  timeout "$STEPMIX_TEST_TIMEOUT" "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [[ $rc -ne 2 ]]; then
+    fail "$name: exit $rc, expected 2 ($(head -c 600 "$tmp/err"))"
+    return
+  fi
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "$name: stderr is not one line: $(head -c 600 "$tmp/err")"
+  grep -q '^stepmix: ' "$tmp/err" || fail "$name: stderr lacks the 'stepmix: ' prefix: $(head -c 600 "$tmp/err")"
+  grep -qF -- "$where" "$tmp/err" || fail "$name: stderr does not name '$where': $(head -c 600 "$tmp/err")"
+  grep -qF -- "$problem" "$tmp/err" || fail "$name: stderr does not say '$problem': $(head -c 600 "$tmp/err")"
+}
+
+# expect_error NAME EXPECTED_SUBSTRING ARGS...: exit 2 and one "stepmix: "
+# line on stderr containing EXPECTED_SUBSTRING (may be empty).
+expect_error() {
+  local name=$1 want=$2
+  shift 2
+  expect_rejected "$name" "" "$want" "$@"
+}
+
+# finish NAME: prints "NAME: C check(s), F failure(s)" and exits 0 only when
+# none failed.
+finish() {
+  echo "$1: $checks check(s), $failures failure(s)"
+  [[ $failures -eq 0 ]]
+  exit
+}
