@@ -49,7 +49,7 @@ main() {
   local amx=("${avx512[@]}" -mamx-tile -mamx-bf16)
   local plain_sources=(src/core/cpu_features.cpp src/core/dtype.cpp src/core/numerics.cpp src/core/tensor.cpp
     src/core/thread_pool.cpp src/kernels/dispatch.cpp src/kernels/ref/linear_ref.cpp bench/amx_check.cpp)
-  local avx512_sources=(src/kernels/cpu/gemm_avx512.cpp src/kernels/cpu/linear_avx512.cpp
+  local avx512_sources=(src/kernels/cpu/gemm_avx512.cpp src/kernels/cpu/gemm_columns_avx512.cpp src/kernels/cpu/linear_avx512.cpp
     src/kernels/cpu/quantize_avx512.cpp)
   local amx_sources=(src/kernels/cpu/gemm_amx.cpp)
   mkdir -p "$build"

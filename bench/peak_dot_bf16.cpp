@@ -1,19 +1,34 @@
-// Peak of the BF16 dot-product instruction the GEMM is built on (AVX512_BF16
-// vdpbf16ps): 12 independent accumulators, no memory traffic. Prints
-// "peak,<threads>,<GFLOP/s>" for bench/run-linear.sh, which reports every
-// GEMM as a fraction of it. (AMX tiles would be the peak on CPUs that have
-// them; this machine's family has none.) Timed by the thread's CPU clock, so
-// other processes on a shared machine do not lower the figure.
+// Peak of the BF16 instructions the GEMMs are built on, no memory traffic:
+//   bench_peak_dot_bf16 [threads]        AVX512_BF16 vdpbf16ps, 12 independent
+//                                        accumulators -> "peak,<threads>,<GFLOP/s>"
+//   bench_peak_dot_bf16 [threads] --amx  AMX-BF16 tdpbf16ps on 4 accumulator
+//                                        tiles from 2 A and 2 B tiles (the amx
+//                                        GEMM's inner loop without its loads)
+//                                        -> "amx_peak,<threads>,<GFLOP/s>", or
+//                                        "amx_peak,<threads>,unsupported"
+// bench/run-linear.sh reports every GEMM as a fraction of the peak of the
+// fastest unit the machine has. Timed by the thread's CPU clock, so other
+// processes on a shared machine do not lower the figure.
 #include <immintrin.h>
 
 #include <time.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
+#include "core/cpu_features.hpp"
+
 namespace {
+
+double thread_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
 
 double run_one_thread(long iterations) {
   // Twelve named accumulators (an array would be kept in memory by the
@@ -22,8 +37,7 @@ double run_one_thread(long iterations) {
          a9 = a0, a10 = a0, a11 = a0;
   const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3F80);  // 1.0 in bf16
   const __m512bh y = (__m512bh)_mm512_set1_epi16(0x3C00);  // small value, keeps sums finite
-  timespec t0{}, t1{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+  const double t0 = thread_seconds();
   for (long i = 0; i < iterations; ++i) {
     a0 = _mm512_dpbf16_ps(a0, x, y);
     a1 = _mm512_dpbf16_ps(a1, x, y);
@@ -38,8 +52,7 @@ double run_one_thread(long iterations) {
     a10 = _mm512_dpbf16_ps(a10, x, y);
     a11 = _mm512_dpbf16_ps(a11, x, y);
   }
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-  const double seconds = double(t1.tv_sec - t0.tv_sec) + 1e-9 * double(t1.tv_nsec - t0.tv_nsec);
+  const double seconds = thread_seconds() - t0;
   const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
                                    _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)),
                                                  _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11))));
@@ -49,17 +62,74 @@ double run_one_thread(long iterations) {
   return double(iterations) * 12 * 64 / seconds / 1e9;
 }
 
+// Palette 1 (the 64-byte LDTILECFG operand), all 8 tiles 16 rows x 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+
+__attribute__((target("amx-tile,amx-bf16"))) double run_one_thread_amx(long iterations) {
+  static_assert(sizeof(TileConfig) == 64);
+  const TileConfig config;
+  alignas(64) static const uint16_t operand[512] = {};  // zeros: sums stay finite
+  alignas(64) float out[256];
+  _tile_loadconfig(&config);
+  _tile_zero(0);  // tile numbers must be literals
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, operand, 64);
+  _tile_loadd(5, operand, 64);
+  _tile_loadd(6, operand, 64);
+  _tile_loadd(7, operand, 64);
+  const double t0 = thread_seconds();
+  for (long i = 0; i < iterations; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  const double seconds = thread_seconds() - t0;
+  _tile_stored(0, out, 64);
+  volatile float sink = out[0];
+  (void)sink;
+  _tile_release();
+  // Each tdpbf16ps: 16 x 16 outputs x 32 products x 2 flops.
+  return double(iterations) * 4 * 16 * 16 * 32 * 2 / seconds / 1e9;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
-  const long iterations = 200'000'000 / 12;
+  int threads = 1;
+  bool amx = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--amx")) {
+      amx = true;
+    } else {
+      threads = std::atoi(argv[i]);
+    }
+  }
+  if (threads < 1) {
+    std::fprintf(stderr, "usage: %s [threads] [--amx]\n", argv[0]);
+    return 2;
+  }
+  if (amx && !(stepmix::cpu_features().can_run_amx_bf16() && stepmix::request_amx_permission())) {
+    std::printf("amx_peak,%d,unsupported\n", threads);
+    return 0;
+  }
+  const long iterations = amx ? 20'000'000 / 4 : 200'000'000 / 12;
   std::vector<double> gflops(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { gflops[std::size_t(t)] = run_one_thread(iterations); });
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back(
+        [&, t] { gflops[std::size_t(t)] = amx ? run_one_thread_amx(iterations) : run_one_thread(iterations); });
   for (auto& th : pool) th.join();
   double total = 0;
   for (double g : gflops) total += g;
-  std::printf("peak,%d,%.1f\n", threads, total);
+  std::printf("%s,%d,%.1f\n", amx ? "amx_peak" : "peak", threads, total);
   return 0;
 }

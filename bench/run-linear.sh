@@ -36,13 +36,22 @@ for ((round = 1; round <= rounds; ++round)); do
   STEPMIX_THREADS="$threads" "$build/bench/bench_linear" "${args[@]}" | tee -a "$results" >&2
   OMP_NUM_THREADS="$threads" /usr/bin/python3 "$here/torch_linear.py" "${args[@]}" | tee -a "$results" >&2
 done
-peak=$("$build/bench/bench_peak_dot_bf16" "$threads" | cut -d, -f3)
+# The denominator of "fraction of peak": the AMX-BF16 tile peak where the CPU
+# and the OS allow AMX (what the amx variant and oneDNN run on), else the
+# AVX512_BF16 vdpbf16ps peak.
+peak=$("$build/bench/bench_peak_dot_bf16" "$threads" --amx | cut -d, -f3)
+peak_unit="AMX-BF16 tdpbf16ps (tile-only microkernel)"
+if [[ "$peak" == unsupported ]]; then
+  peak=$("$build/bench/bench_peak_dot_bf16" "$threads" | cut -d, -f3)
+  peak_unit="AVX512_BF16 vdpbf16ps (no AMX on this CPU)"
+fi
 mkdir -p "$here/results"
 
-/usr/bin/python3 - "$results" "$peak" "$here/results/linear.json" "$threads" <<'PY'
+/usr/bin/python3 - "$results" "$peak" "$here/results/linear.json" "$threads" "$peak_unit" <<'PY'
 import collections, json, sys
 rows = collections.OrderedDict()
 peak = float(sys.argv[2])
+peak_unit = sys.argv[5]
 for line in open(sys.argv[1]):
     who, mode, m, k, n, _, gflops = line.strip().split(",")
     best = rows.setdefault((int(m), int(k), int(n)), {})
@@ -57,7 +66,7 @@ for (m, k, n), r in rows.items():
     print(f"{m:>5} {k:>6} {n:>6} | " + " ".join(f"{v:12.1f}" if v else f"{'-':>12}" for v in vals) +
           f" | {torch_g if torch_g else 0:10.1f} | {'':22}" + " ".join(ratios))
 print("GFLOP/s = 2·M·N·K / best call time over all rounds; BF16 activations everywhere; W8A16 converts FP8 weights inside the kernel, W8A16-cached uses WeightCache::All.")
-print(f"vdpbf16ps peak on {sys.argv[4]} thread(s), measured in this run: {peak:.1f} GFLOP/s; "
+print(f"{peak_unit} peak on {sys.argv[4]} thread(s), measured in this run: {peak:.1f} GFLOP/s; "
       "fraction of peak per mode:")
 records = []
 for (m, k, n), r in rows.items():
@@ -72,6 +81,6 @@ for (m, k, n), r in rows.items():
         fractions.append(f"{mode} {g / peak:.0%}")
     print(f"  {m:>5} {k:>6} {n:>6}: " + ", ".join(fractions) +
           (f", torch {torch_g / peak:.0%}" if torch_g else ""))
-json.dump({"threads": int(sys.argv[4]), "peak_gflops": peak, "records": records}, open(sys.argv[3], "w"), indent=1)
+json.dump({"threads": int(sys.argv[4]), "peak_gflops": peak, "peak_unit": peak_unit, "records": records}, open(sys.argv[3], "w"), indent=1)
 print(f"wrote {sys.argv[3]}")
 PY

@@ -5,35 +5,26 @@
 #include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
-#include <string_view>
 
-#include "io/json_input.hpp"
-#include "stepmix/error.hpp"
+#include "fuzz_entry.hpp"
 #include "stepmix/policy.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // Parsed as the CLI parses these files (nesting limit, then JSON; every
-  // parser exception mapped to stepmix::Error).
-  nlohmann::json config;
-  try {
-    config = stepmix::parse_json_text(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.json", "fuzz");
-  } catch (const stepmix::Error&) {
-    return 0;
-  }
-  if (!config.is_object()) return 0;
-  using stepmix::MixedPrecisionMode;
-  for (MixedPrecisionMode mode : {MixedPrecisionMode::Auto, MixedPrecisionMode::None, MixedPrecisionMode::Fp8}) {
-    try {
-      stepmix::PolicyOverrides overrides;
-      overrides.mode = mode;
-      const auto policy = stepmix::resolve_policy(config, "fuzz/config.json", overrides);
-      for (int steps : {1, 2, 8, 35}) {
-        const auto plan = stepmix::plan_steps(policy, policy.quant.kind == stepmix::QuantizationKind::ModelOptFp8, steps);
-        if (int(plan.generation.size()) != steps) std::abort();
-        (void)stepmix::trace_string(plan.generation);
-      }
-    } catch (const stepmix::Error&) {
+  return stepmix::fuzz::run_fuzz_json(data, size, [](const nlohmann::json& config) {
+    if (!config.is_object()) return;
+    using stepmix::MixedPrecisionMode;
+    for (MixedPrecisionMode mode : {MixedPrecisionMode::Auto, MixedPrecisionMode::None, MixedPrecisionMode::Fp8}) {
+      stepmix::fuzz::run_stage([&] {
+        stepmix::PolicyOverrides overrides;
+        overrides.mode = mode;
+        const auto policy = stepmix::resolve_policy(config, "fuzz/config.json", overrides);
+        for (int steps : {1, 2, 8, 35}) {
+          const auto plan =
+              stepmix::plan_steps(policy, policy.quant.kind == stepmix::QuantizationKind::ModelOptFp8, steps);
+          if (int(plan.generation.size()) != steps) std::abort();
+          (void)stepmix::trace_string(plan.generation);
+        }
+      });
     }
-  }
-  return 0;
+  });
 }

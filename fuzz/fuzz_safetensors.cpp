@@ -5,12 +5,12 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "fuzz_entry.hpp"
 #include "io/safetensors.hpp"
-#include "stepmix/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  try {
-    auto file = stepmix::SafetensorsFile::parse_bytes("fuzz.safetensors", data, size);
+  return stepmix::fuzz::run_fuzz_input(data, size, [](const uint8_t* bytes_in, std::size_t n) {
+    auto file = stepmix::SafetensorsFile::parse_bytes("fuzz.safetensors", bytes_in, n);
     volatile unsigned sum = 0;
     for (const auto& [name, view] : file->tensors()) {
       // The shape accounts for every byte, and its int64 element count does
@@ -19,7 +19,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const auto* bytes = reinterpret_cast<const unsigned char*>(view.data);
       for (std::size_t i = 0; i < view.nbytes; ++i) sum = sum + bytes[i];  // ASan checks each read
     }
-  } catch (const stepmix::Error&) {
-  }
-  return 0;
+  });
 }

@@ -6,24 +6,14 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <span>
-#include <string_view>
 #include <vector>
 
-#include "io/json_input.hpp"
+#include "fuzz_entry.hpp"
 #include "sched/config.hpp"
-#include "stepmix/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // Parsed as the CLI parses these files (nesting limit, then JSON; every
-  // parser exception mapped to stepmix::Error).
-  nlohmann::json json;
-  try {
-    json = stepmix::parse_json_text(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.json", "fuzz");
-  } catch (const stepmix::Error&) {
-    return 0;
-  }
   namespace sched = stepmix::sched;
-  try {
+  return stepmix::fuzz::run_fuzz_json(data, size, [](const nlohmann::json& json) {
     const sched::SchedulerConfig config = sched::parse_scheduler_config(json, "fuzz/scheduler_config.json");
     auto scheduler = sched::make_scheduler(config);
     if (auto* euler = dynamic_cast<sched::FlowMatchEulerDiscreteScheduler*>(scheduler.get()))
@@ -31,17 +21,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (float& v : out) v = 0.5f;
       });
     for (int steps : {1, 2, 7, 35}) {
-      try {
-        scheduler->set_timesteps(steps);
-      } catch (const stepmix::Error&) {
-        continue;  // e.g. a fixed sigma list of another length
-      }
+      // A rejected length (e.g. a fixed sigma list of another length) skips to the next.
+      if (!stepmix::fuzz::run_stage([&] { scheduler->set_timesteps(steps); })) continue;
       if (scheduler->num_steps() != steps || scheduler->sigmas().size() != std::size_t(steps) + 1) std::abort();
       std::vector<float> sample(4, 1.0f), velocity(4, 0.25f);
       for (int i = 0; i < steps; ++i) scheduler->step(velocity, scheduler->timesteps()[std::size_t(i)], sample);
       if (!scheduler->finished()) std::abort();
     }
-  } catch (const stepmix::Error&) {
-  }
-  return 0;
+  });
 }

@@ -1,5 +1,8 @@
 #include "core/thread_pool.hpp"
 
+#include <pthread.h>
+
+#include <csignal>
 #include <cstdlib>
 #include <string>
 
@@ -25,7 +28,15 @@ int threads_from_environment() {
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
+  // Workers inherit this signal mask: they never take the process's
+  // termination signals, so the handlers (Ctrl-C cancelling a run, removal of
+  // temporary outputs) run on an application thread, never beside it.
+  sigset_t termination, previous;
+  sigemptyset(&termination);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&termination, s);
+  pthread_sigmask(SIG_BLOCK, &termination, &previous);
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
 ThreadPool::~ThreadPool() {

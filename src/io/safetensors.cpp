@@ -15,6 +15,7 @@
 #include <set>
 
 #include "io/json_input.hpp"
+#include "io/temporary_outputs.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -267,6 +268,7 @@ TensorToWrite make_tensor_f32(const std::string& name, std::vector<int64_t> shap
 
 void write_file_atomic(const std::string& path, const std::string& contents) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const TemporaryOutput cleanup_on_signal(tmp);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw Error("io", path + ": cannot create " + tmp + ": " + std::strerror(errno));

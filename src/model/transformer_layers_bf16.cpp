@@ -12,6 +12,7 @@
 // So this path differs from the float32 one only by rounding the Linear
 // inputs, Linear outputs, attention operands and softmax weights to bf16.
 #include <algorithm>
+#include <array>
 
 #include "model/attention_bf16.hpp"
 #include "model/transformer.hpp"
@@ -23,12 +24,14 @@ void Cosmos3Transformer::mlp_bf16(const MlpWeights& w, const uint16_t* x, int64_
                                   LinearMode mode) {
   const int64_t I = config_.intermediate_size;
   uint16_t* up = workspace_.up_bf16.get(rows * I);
-  w.up_proj.forward(x, rows, up, mode);
   if (w.gate_proj) {
     uint16_t* gate = workspace_.gate_bf16.get(rows * I);
-    w.gate_proj->forward(x, rows, gate, mode);
+    // up and gate read the same x: W8A8 quantizes it once when their s_x agree.
+    Linear::forward_sharing_input(std::array<const Linear*, 2>{&w.up_proj, &*w.gate_proj}, x, rows,
+                                  std::array<uint16_t*, 2>{up, gate}, mode);
     silu_gate_bf16(gate, up, rows * I, up);
   } else {
+    w.up_proj.forward(x, rows, up, mode);
     relu_squared_bf16(up, rows * I);
   }
   w.down_proj.forward(up, rows, out, mode);
@@ -64,9 +67,8 @@ std::shared_ptr<const UnderstandingKV> Cosmos3Transformer::run_understanding_bf1
     uint16_t* keys = layer_kv.keys_bf16.data();  // [L, Hkv, D]
 
     rms_norm_to_bf16(und.data(), L, E, layer.input_layernorm.data(), eps, norm_kind_, normed);
-    a.to_q.forward(normed, L, q, mode);
-    a.to_k.forward(normed, L, keys, mode);
-    a.to_v.forward(normed, L, layer_kv.values_bf16.data(), mode);
+    Linear::forward_sharing_input(std::array<const Linear*, 3>{&a.to_q, &a.to_k, &a.to_v}, normed, L,
+                                  std::array<uint16_t*, 3>{q, keys, layer_kv.values_bf16.data()}, mode);
     const float* q_norm = c.qk_norm_for_text ? a.norm_q.data() : nullptr;
     head_norm_rotary_bf16(q, L, Hq, D, q_norm, eps, norm_kind_, cos, sin);
     // The generation stream may see differently normalised keys than the
@@ -115,9 +117,8 @@ void Cosmos3Transformer::generation_layer_bf16(int64_t k, float* gen, const Unde
   uint16_t* gen_keys = keys + L * KV;
 
   rms_norm_to_bf16(gen, Nv, E, layer.input_layernorm_moe_gen.data(), eps, norm_kind_, normed);
-  a.add_q_proj.forward(normed, Nv, q, mode);
-  a.add_k_proj.forward(normed, Nv, gen_keys, mode);
-  a.add_v_proj.forward(normed, Nv, values + L * KV, mode);
+  Linear::forward_sharing_input(std::array<const Linear*, 3>{&a.add_q_proj, &a.add_k_proj, &a.add_v_proj}, normed,
+                                Nv, std::array<uint16_t*, 3>{q, gen_keys, values + L * KV}, mode);
   head_norm_rotary_bf16(q, Nv, Hq, D, a.norm_added_q.data(), eps, norm_kind_, rope.cos_row(L), rope.sin_row(L));
   head_norm_rotary_bf16(gen_keys, Nv, Hkv, D, a.norm_added_k.data(), eps, norm_kind_, rope.cos_row(L),
                         rope.sin_row(L));

@@ -3,6 +3,7 @@
 // workspace; row-wise pieces run on the thread pool, each row computed exactly
 // as a single thread would, so results are bit-identical for any thread count.
 #include <algorithm>
+#include <array>
 
 #include "model/attention.hpp"
 #include "model/parallel.hpp"
@@ -32,13 +33,15 @@ void add_in_place(float* x, const float* y, int64_t count) {
 void Cosmos3Transformer::mlp_f32(const MlpWeights& w, const float* x, int64_t rows, float* out, LinearMode mode) {
   const int64_t I = config_.intermediate_size;
   float* up = workspace_.up.get(rows * I);
-  w.up_proj.forward(x, rows, up, mode);
   if (w.gate_proj) {
     float* gate = workspace_.gate.get(rows * I);
-    w.gate_proj->forward(x, rows, gate, mode);
+    // up and gate read the same x: W8A8 quantizes it once when their s_x agree.
+    Linear::forward_sharing_input(std::array<const Linear*, 2>{&w.up_proj, &*w.gate_proj}, x, rows,
+                                  std::array<float*, 2>{up, gate}, mode);
     parallel_ranges(rows * I, kParallelGrainElements,
                     [&](int64_t b, int64_t e) { silu_gate(gate + b, up + b, e - b, up + b); });
   } else {
+    w.up_proj.forward(x, rows, up, mode);
     parallel_ranges(rows * I, kParallelGrainElements, [&](int64_t b, int64_t e) { relu_squared(up + b, e - b); });
   }
   w.down_proj.forward(up, rows, out, mode);
@@ -72,9 +75,8 @@ std::shared_ptr<const UnderstandingKV> Cosmos3Transformer::run_understanding_f32
     float* keys = layer_kv.keys.data();  // [L, Hkv, D]
 
     rms_norm_rows(und.data(), L, E, layer.input_layernorm, eps, norm_kind_, normed);
-    a.to_q.forward(normed, L, q, mode);
-    a.to_k.forward(normed, L, keys, mode);
-    a.to_v.forward(normed, L, layer_kv.values.data(), mode);
+    Linear::forward_sharing_input(std::array<const Linear*, 3>{&a.to_q, &a.to_k, &a.to_v}, normed, L,
+                                  std::array<float*, 3>{q, keys, layer_kv.values.data()}, mode);
     if (c.qk_norm_for_text) {
       rms_norm_rows(q, L * Hq, D, a.norm_q, eps, norm_kind_, q);
       rms_norm_rows(keys, L * Hkv, D, a.norm_k, eps, norm_kind_, keys);
@@ -124,9 +126,8 @@ void Cosmos3Transformer::generation_layer_f32(int64_t k, float* gen, const Under
   float* gen_keys = keys + L * KV;
 
   rms_norm_rows(gen, Nv, E, layer.input_layernorm_moe_gen, eps, norm_kind_, normed);
-  a.add_q_proj.forward(normed, Nv, q, mode);
-  a.add_k_proj.forward(normed, Nv, gen_keys, mode);
-  a.add_v_proj.forward(normed, Nv, values + L * KV, mode);
+  Linear::forward_sharing_input(std::array<const Linear*, 3>{&a.add_q_proj, &a.add_k_proj, &a.add_v_proj}, normed,
+                                Nv, std::array<float*, 3>{q, gen_keys, values + L * KV}, mode);
   rms_norm_rows(q, Nv * Hq, D, a.norm_added_q, eps, norm_kind_, q);
   rms_norm_rows(gen_keys, Nv * Hkv, D, a.norm_added_k, eps, norm_kind_, gen_keys);
   parallel_rows(Nv, c.q_width(), [&](int64_t r0, int64_t r1) {

@@ -11,6 +11,7 @@
 #include "core/numerics.hpp"
 #include "io/checkpoint.hpp"
 #include "io/safetensors.hpp"
+#include "io/temporary_outputs.hpp"
 #include "model/transformer.hpp"
 #include "pipeline/denoise.hpp"
 #include "pipeline/model_setup.hpp"
@@ -171,6 +172,7 @@ QuantizeReport quantize_checkpoint(const QuantizeSettings& s) {
   // Write everything under a temporary directory, then rename it into place.
   const fs::path out(s.out_dir);
   const fs::path tmp = out.string() + ".tmp." + std::to_string(::getpid());
+  const TemporaryOutput cleanup_on_signal(tmp.string());
   fs::remove_all(tmp);
   try {
     fs::create_directories(tmp / "transformer");

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
@@ -130,85 +132,63 @@ void set_bias(GemmArgs& args, const std::optional<TensorView>& bias) {
   args.bias = bias->data;
 }
 
-}  // namespace
-
-void Linear::forward(const float* x, int64_t M, float* y, LinearMode mode) const {
-  check_mode(mode);
-  if (M < 0) fail(name(), "negative row count " + std::to_string(M));
-  if (M == 0) return;
-  if (!x || !y) fail(name(), "null activation or output pointer");
-  if (input_observer_) input_observer_(name(), x, nullptr, M, in_features_);
-
+// The GEMM of one call with everything but the operand types set.
+GemmArgs base_args(const LinearWeights& w, int64_t M, int64_t N, int64_t K, void* y, bool bf16) {
   GemmArgs args;
   args.M = M;
-  args.N = out_features_;
-  args.K = in_features_;
+  args.N = N;
+  args.K = K;
   args.y = y;
-  args.y_type = OutputType::F32;
-  set_bias(args, weights_.bias);
-  const TensorView& weight = weights_.weight;
-  args.w = weight.data;
-
-  if (!is_fp8_) {
-    args.arithmetic = GemmArithmetic::F32;
-    args.a_type = ActivationOperand::F32;
-    args.a = x;
-    args.w_type = weight.dtype == DType::F32 ? WeightOperand::F32 : WeightOperand::BF16;
-    kernels::active_kernels().gemm(args);
-    return;
-  }
-  if (mode == LinearMode::W8A16) {
-    // FP32 activations need the FP32 W_deq, which the BF16 cache cannot hold.
-    args.arithmetic = GemmArithmetic::F32;
-    args.a_type = ActivationOperand::F32;
-    args.a = x;
-    args.w_type = WeightOperand::E4M3TimesScaleF32;
-    args.weight_scale = weight_scale_;
-    kernels::active_kernels().gemm(args);
-    return;
-  }
-  std::vector<uint8_t>& codes = thread_code_scratch();
-  if (codes.size() < std::size_t(M * in_features_)) codes.resize(std::size_t(M * in_features_));
-  quantize_activations(x, /*x_is_bf16=*/false, M, codes.data());
-  args.arithmetic = GemmArithmetic::BF16;
-  args.a_type = ActivationOperand::E4M3Codes;
-  args.a = codes.data();
-  args.w_type = WeightOperand::E4M3;
-  args.alpha = input_scale_ * weight_scale_;
-  kernels::active_kernels().gemm(args);
+  args.y_type = bf16 ? OutputType::BF16 : OutputType::F32;
+  set_bias(args, w.bias);
+  args.w = w.weight.data;
+  return args;
 }
 
-void Linear::forward(const uint16_t* x_bf16, int64_t M, uint16_t* y_bf16, LinearMode mode) const {
+uint8_t* code_scratch(int64_t count) {
+  std::vector<uint8_t>& codes = thread_code_scratch();
+  if (codes.size() < std::size_t(count)) codes.resize(std::size_t(count));
+  return codes.data();
+}
+
+uint32_t float_bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+}  // namespace
+
+void Linear::begin_call(const void* x, bool x_is_bf16, int64_t M, const void* y, LinearMode mode) const {
   check_mode(mode);
   if (M < 0) fail(name(), "negative row count " + std::to_string(M));
-  if (M == 0) return;
-  if (!x_bf16 || !y_bf16) fail(name(), "null activation or output pointer");
-  if (input_observer_) input_observer_(name(), nullptr, x_bf16, M, in_features_);
-
-  GemmArgs args;
-  args.M = M;
-  args.N = out_features_;
-  args.K = in_features_;
-  args.y = y_bf16;
-  args.y_type = OutputType::BF16;
-  set_bias(args, weights_.bias);
-  const TensorView& weight = weights_.weight;
-  args.w = weight.data;
-
-  if (!is_fp8_) {
-    // BF16 x BF16 products are exact; FP32 weights need FP32 products.
-    const bool bf16_weight = weight.dtype == DType::BF16;
-    args.arithmetic = bf16_weight ? GemmArithmetic::BF16 : GemmArithmetic::F32;
-    args.a_type = ActivationOperand::BF16;
-    args.a = x_bf16;
-    args.w_type = bf16_weight ? WeightOperand::BF16 : WeightOperand::F32;
-    kernels::active_kernels().gemm(args);
-    return;
+  if (M > 0 && (!x || !y)) fail(name(), "null activation or output pointer");
+  if (M > 0 && input_observer_) {
+    if (x_is_bf16) {
+      input_observer_(name(), nullptr, static_cast<const uint16_t*>(x), M, in_features_);
+    } else {
+      input_observer_(name(), static_cast<const float*>(x), nullptr, M, in_features_);
+    }
   }
-  if (mode == LinearMode::W8A16) {
+}
+
+void Linear::run_unquantized(const void* x, bool x_is_bf16, int64_t M, void* y) const {
+  GemmArgs args = base_args(weights_, M, out_features_, in_features_, y, x_is_bf16);
+  args.a = x;
+  args.a_type = x_is_bf16 ? ActivationOperand::BF16 : ActivationOperand::F32;
+  const DType wtype = weights_.weight.dtype;
+  if (!is_fp8_) {
+    // BF16 x BF16 products are exact; FP32 weights or activations need FP32 products.
+    const bool bf16_products = x_is_bf16 && wtype == DType::BF16;
+    args.arithmetic = bf16_products ? GemmArithmetic::BF16 : GemmArithmetic::F32;
+    args.w_type = wtype == DType::F32 ? WeightOperand::F32 : WeightOperand::BF16;
+  } else if (!x_is_bf16) {
+    // FP32 activations need the FP32 W_deq, which the BF16 cache cannot hold.
+    args.arithmetic = GemmArithmetic::F32;
+    args.w_type = WeightOperand::E4M3TimesScaleF32;
+    args.weight_scale = weight_scale_;
+  } else {
     args.arithmetic = GemmArithmetic::BF16;
-    args.a_type = ActivationOperand::BF16;
-    args.a = x_bf16;
     if (!bf16_weight_cache_.empty()) {
       args.w_type = WeightOperand::BF16;
       args.w = bf16_weight_cache_.data();
@@ -216,18 +196,87 @@ void Linear::forward(const uint16_t* x_bf16, int64_t M, uint16_t* y_bf16, Linear
       args.w_type = WeightOperand::E4M3TimesScaleBF16;
       args.weight_scale = weight_scale_;
     }
-    kernels::active_kernels().gemm(args);
-    return;
   }
-  std::vector<uint8_t>& codes = thread_code_scratch();
-  if (codes.size() < std::size_t(M * in_features_)) codes.resize(std::size_t(M * in_features_));
-  quantize_activations(x_bf16, /*x_is_bf16=*/true, M, codes.data());
+  kernels::active_kernels().gemm(args);
+}
+
+void Linear::run_w8a8(const uint8_t* codes, int64_t M, void* y, bool bf16) const {
+  GemmArgs args = base_args(weights_, M, out_features_, in_features_, y, bf16);
   args.arithmetic = GemmArithmetic::BF16;
   args.a_type = ActivationOperand::E4M3Codes;
-  args.a = codes.data();
+  args.a = codes;
   args.w_type = WeightOperand::E4M3;
   args.alpha = input_scale_ * weight_scale_;
   kernels::active_kernels().gemm(args);
+}
+
+void Linear::forward_any(const void* x, bool x_is_bf16, int64_t M, void* y, LinearMode mode) const {
+  begin_call(x, x_is_bf16, M, y, mode);
+  if (M == 0) return;
+  if (!is_fp8_ || mode == LinearMode::W8A16) return run_unquantized(x, x_is_bf16, M, y);
+  uint8_t* codes = code_scratch(M * in_features_);
+  quantize_activations(x, x_is_bf16, M, codes);
+  run_w8a8(codes, M, y, x_is_bf16);
+}
+
+void Linear::forward(const float* x, int64_t M, float* y, LinearMode mode) const {
+  forward_any(x, /*x_is_bf16=*/false, M, y, mode);
+}
+
+void Linear::forward(const uint16_t* x_bf16, int64_t M, uint16_t* y_bf16, LinearMode mode) const {
+  forward_any(x_bf16, /*x_is_bf16=*/true, M, y_bf16, mode);
+}
+
+template <class T>
+int Linear::forward_sharing_input_impl(std::span<const Linear* const> linears, const T* x, int64_t M,
+                                       std::span<T* const> ys, LinearMode mode) {
+  constexpr bool x_is_bf16 = std::is_same_v<T, uint16_t>;
+  if (linears.size() != ys.size() || linears.empty() || linears.size() > 64)
+    throw Error("linear", "forward_sharing_input: " + std::to_string(linears.size()) + " linears and " +
+                              std::to_string(ys.size()) + " outputs (expected 1 to 64 of each, as many outputs)");
+  for (const Linear* l : linears) {
+    if (!l) throw Error("linear", "forward_sharing_input: null linear");
+    if (l->in_features_ != linears[0]->in_features_)
+      fail(l->name(), "in_features " + std::to_string(l->in_features_) + " differs from '" + linears[0]->name() +
+                          "' (" + std::to_string(linears[0]->in_features_) + ") in a shared-input group");
+  }
+  for (std::size_t i = 0; i < linears.size(); ++i) linears[i]->begin_call(x, x_is_bf16, M, ys[i], mode);
+  if (M == 0) return 0;
+  const auto shares_codes = [](const Linear& a, const Linear& b) {
+    return a.is_fp8_ && b.is_fp8_ && !a.code_hook_ && !b.code_hook_ &&
+           float_bits(a.input_scale_) == float_bits(b.input_scale_);
+  };
+  uint64_t done = 0;  // bit i: linears[i] has run
+  int quantizations = 0;
+  for (std::size_t i = 0; i < linears.size(); ++i) {
+    if (done >> i & 1) continue;
+    const Linear& lead = *linears[i];
+    if (!lead.is_fp8_ || mode == LinearMode::W8A16) {
+      lead.run_unquantized(x, x_is_bf16, M, ys[i]);
+      continue;
+    }
+    // This group finishes before the next one quantizes into the scratch.
+    uint8_t* codes = code_scratch(M * lead.in_features_);
+    lead.quantize_activations(x, x_is_bf16, M, codes);
+    ++quantizations;
+    lead.run_w8a8(codes, M, ys[i], x_is_bf16);
+    for (std::size_t j = i + 1; j < linears.size(); ++j) {
+      if ((done >> j & 1) || !shares_codes(lead, *linears[j])) continue;
+      linears[j]->run_w8a8(codes, M, ys[j], x_is_bf16);
+      done |= uint64_t{1} << j;
+    }
+  }
+  return quantizations;
+}
+
+int Linear::forward_sharing_input(std::span<const Linear* const> linears, const float* x, int64_t M,
+                                  std::span<float* const> ys, LinearMode mode) {
+  return forward_sharing_input_impl(linears, x, M, ys, mode);
+}
+
+int Linear::forward_sharing_input(std::span<const Linear* const> linears, const uint16_t* x_bf16, int64_t M,
+                                  std::span<uint16_t* const> ys, LinearMode mode) {
+  return forward_sharing_input_impl(linears, x_bf16, M, ys, mode);
 }
 
 }  // namespace stepmix

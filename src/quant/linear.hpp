@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +77,20 @@ class Linear {
   void forward(const float* x, int64_t M, float* y, LinearMode mode) const;
   void forward(const uint16_t* x_bf16, int64_t M, uint16_t* y_bf16, LinearMode mode) const;
 
+  // Runs Linears that read the same x [M, in] (all with the same in_features):
+  // ys[i] = linears[i]->forward(x), bit for bit. The only thing shared is
+  // exact by construction: in W8A8, FP8 members whose input_scale is bitwise
+  // equal and that have no code hook quantize x once and all read those codes
+  // (a member's codes are a function of x and s_x alone). A member with its
+  // own s_x or a code hook quantizes for itself, so a group that does not
+  // share one s_x is not fused. W8A16 and dense members run as usual.
+  // Returns how many times x was quantized (0 outside W8A8); throws
+  // stepmix::Error on mismatched arguments. At most 64 linears.
+  static int forward_sharing_input(std::span<const Linear* const> linears, const float* x, int64_t M,
+                                   std::span<float* const> ys, LinearMode mode);
+  static int forward_sharing_input(std::span<const Linear* const> linears, const uint16_t* x_bf16, int64_t M,
+                                   std::span<uint16_t* const> ys, LinearMode mode);
+
   // W8A8 only: sees (and may overwrite) the activation codes before the GEMM.
   void set_code_hook(ActivationCodeHook hook) { code_hook_ = std::move(hook); }
   // Any mode: sees the input of every call (calibration).
@@ -86,6 +101,16 @@ class Linear {
 
  private:
   void check_mode(LinearMode mode) const;
+  // Checks one call's arguments and shows x to the input observer.
+  void begin_call(const void* x, bool x_is_bf16, int64_t M, const void* y, LinearMode mode) const;
+  // Dense and W8A16 calls (nothing to quantize).
+  void run_unquantized(const void* x, bool x_is_bf16, int64_t M, void* y) const;
+  // W8A8 GEMM from codes quantized with this layer's s_x; y is bf16 when x was.
+  void run_w8a8(const uint8_t* codes, int64_t M, void* y, bool bf16) const;
+  void forward_any(const void* x, bool x_is_bf16, int64_t M, void* y, LinearMode mode) const;
+  template <class T>  // float or uint16_t (bf16)
+  static int forward_sharing_input_impl(std::span<const Linear* const> linears, const T* x, int64_t M,
+                                        std::span<T* const> ys, LinearMode mode);
   // W8A8: quantizes [M, in] activations into `codes` and runs the hook.
   void quantize_activations(const void* x, bool x_is_bf16, int64_t M, uint8_t* codes) const;
 

@@ -19,6 +19,7 @@
 #include "io/checkpoint.hpp"
 #include "io/png.hpp"
 #include "io/safetensors.hpp"
+#include "io/temporary_outputs.hpp"
 #include "model/transformer.hpp"
 #include "pipeline/classifier.hpp"
 #include "pipeline/denoise.hpp"
@@ -140,6 +141,7 @@ std::optional<MlpClassifier> find_classifier(const CompareOptions& opt, const Mo
 void write_report(const CompareOptions& opt, const CompareSetup& setup, const CompareRun& run, const json& report) {
   const fs::path out(opt.out_dir);
   const fs::path tmp = out.string() + ".tmp." + std::to_string(::getpid());
+  const TemporaryOutput cleanup_on_signal(tmp.string());
   fs::remove_all(tmp);
   try {
     fs::create_directories(tmp);

@@ -4,6 +4,7 @@
 #include <exception>
 #include <string>
 
+#include "io/temporary_outputs.hpp"
 #include "tools/commands.hpp"
 
 namespace {
@@ -19,6 +20,9 @@ std::string one_line(std::string s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread exists: an output's temporary file or folder is removed
+  // when a signal ends the process (src/io/temporary_outputs.hpp).
+  stepmix::remove_temporary_outputs_on_fatal_signals();
   CLI::App app{"stepmix: Cosmos3 ModelOpt FP8 checkpoints with per-step W8A16/W8A8 precision"};
   app.set_version_flag("--version", std::string("stepmix ") + STEPMIX_VERSION);
   app.require_subcommand(1);

@@ -2,13 +2,12 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <functional>
 
+#include "common/error_of.hpp"
 #include "common/golden.hpp"
+#include "common/temp_dir.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -16,28 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class CheckpointTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("stepmix_ckpt_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  void write_text(const fs::path& p, const std::string& text) {
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-  }
-  std::string error_of(const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  }
-  fs::path dir_;
-};
+using test::error_of;
+
+class CheckpointTest : public test::TempDirTest {};
 
 TEST_F(CheckpointTest, ShardedIndexResolvesScalesInAnotherShard) {
   write_safetensors((dir_ / "a.safetensors").string(), {make_tensor_f32("layers.0.w.weight", {2}, {1, 2})});

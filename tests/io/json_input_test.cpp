@@ -4,12 +4,11 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <functional>
 
+#include "common/error_of.hpp"
+#include "common/temp_dir.hpp"
 #include "io/checkpoint.hpp"
 #include "stepmix/error.hpp"
 
@@ -18,30 +17,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
-class JsonInputTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("stepmix_json_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& text) {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << text;
-    return path;
-  }
-  fs::path dir_;
-};
+class JsonInputTest : public test::TempDirTest {};
 
 TEST_F(JsonInputTest, NestingWithinTheLimitParses) {
   const std::string ok = std::string(64, '[') + std::string(64, ']');
@@ -63,7 +41,7 @@ TEST_F(JsonInputTest, BracketsInStringsAndEscapesDoNotCount) {
 }
 
 TEST_F(JsonInputTest, ReadsRegularFilesWithinTheSizeLimit) {
-  const std::string path = write("a.json", "{\"k\": 1}");
+  const std::string path = write_text("a.json", "{\"k\": 1}");
   EXPECT_EQ(read_small_file(path, "config"), "{\"k\": 1}");
   EXPECT_NE(error_of([&] { read_small_file(path, "config", 4); }).find("file is 8 bytes, more than the limit of 4 bytes"),
             std::string::npos);
@@ -83,13 +61,13 @@ TEST_F(JsonInputTest, RefusesFifosAndDevicesInsteadOfBlocking) {
 
 TEST_F(JsonInputTest, ReadJsonFileRefusesDeepNesting) {
   const std::string path =
-      write("config.json", "{\"quantization_config\": " + std::string(300000, '[') + std::string(300000, ']') + "}");
+      write_text("config.json", "{\"quantization_config\": " + std::string(300000, '[') + std::string(300000, ']') + "}");
   EXPECT_NE(error_of([&] { read_json_file(path, "config"); }).find(path + ": JSON nested deeper than 64 levels"),
             std::string::npos);
 }
 
 TEST_F(JsonInputTest, NumbersOutsideTheDoubleRangeAreAStepmixError) {
-  const std::string path = write("config.json", R"({"rope_theta": 1e400})");
+  const std::string path = write_text("config.json", R"({"rope_theta": 1e400})");
   EXPECT_NE(error_of([&] { read_json_file(path, "config"); }).find(path + ": not valid JSON"), std::string::npos);
   EXPECT_NE(error_of([&] { parse_json_text("[-1e308336]", "x.json", "config"); }).find("[config] x.json: not valid JSON"),
             std::string::npos);

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/golden.hpp"
+#include "common/temp_dir.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -16,23 +17,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class SafetensorsTest : public ::testing::Test {
+class SafetensorsTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("stepmix_st_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A file with the given header text and `data_bytes` zero bytes of data.
   std::string write_raw(const std::string& header, std::size_t data_bytes, std::size_t declared_len = SIZE_MAX) {
-    const std::string path = (dir_ / "f.safetensors").string();
-    std::ofstream out(path, std::ios::binary);
     const uint64_t n = declared_len == SIZE_MAX ? header.size() : declared_len;
-    out.write(reinterpret_cast<const char*>(&n), 8);
-    out << header << std::string(data_bytes, '\0');
-    return path;
+    std::string bytes(reinterpret_cast<const char*>(&n), 8);
+    bytes += header;
+    bytes.append(data_bytes, '\0');
+    return write_bytes("f.safetensors", bytes);
   }
 
   // Expects open() to throw with a message containing every fragment.
@@ -46,8 +39,6 @@ class SafetensorsTest : public ::testing::Test {
       for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "missing '" << f << "' in: " << msg;
     }
   }
-
-  fs::path dir_;
 };
 
 TEST_F(SafetensorsTest, WriteThenReadRoundTrip) {
@@ -89,8 +80,7 @@ TEST_F(SafetensorsTest, ReadsEveryGoldenFile) {
 }
 
 TEST_F(SafetensorsTest, RejectsFileShorterThanHeaderLength) {
-  const std::string path = (dir_ / "tiny.safetensors").string();
-  std::ofstream(path) << "abc";
+  const std::string path = write_text("tiny.safetensors", "abc");
   expect_rejected(path, {"shorter than the 8-byte header length"});
 }
 

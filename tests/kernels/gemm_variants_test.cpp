@@ -20,8 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/numerics.hpp"
 #include "kernels/cpu/amx_kernels.hpp"
+#include "kernels/cpu/avx512_kernels.hpp"
 #include "kernels/linear_kernels.hpp"
 
 namespace stepmix::kernels {
@@ -258,6 +260,32 @@ TEST(GemmVariants, AmxBlockingDoesNotChangeBits) {
             << combo_name(c) << " M=" << M << " N=" << N << " K=" << K << " blocking " << b.x_rows << "/"
             << b.w_rows << "/" << b.k_chunk << "/" << b.prepack_weights;
       }
+    }
+  }
+}
+
+// The AVX-512 variant's two layouts (rows of x in the lanes, or output
+// columns in the lanes: avx512_kernels.hpp) run the same vdpbf16ps over the
+// same pairs in the same order, so they agree bit for bit, whichever one
+// gemm() picks for a shape. Shapes cross the columns kernel's micro-tile
+// (8 rows × 48 columns) and unit (128 rows × 192 columns) edges; odd K, K = 1.
+TEST(GemmVariants, Avx512RowAndColumnLayoutsAreBitIdentical) {
+  if (!cpu_features().can_run_avx512_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  int config = 0;
+  for (const auto& [M, N, K] : {std::array<int64_t, 3>{1, 1, 1}, {7, 17, 2}, {9, 47, 63}, {64, 64, 64},
+                                {129, 193, 200}, {200, 49, 1023}, {300, 100, 520}, {1, 300, 1024}}) {
+    const Problem p(M, N, K, uint32_t(2 * M + 3 * N + 5 * K));
+    for (const OperandCombo& c : kCombos) {
+      if (c.arithmetic != GemmArithmetic::BF16) continue;
+      const OutputType out = (config % 2) ? OutputType::BF16 : OutputType::F32;
+      const BiasType bias = BiasType((config / 2) % 3);
+      ++config;
+      const size_t bytes = size_t(M * N) * (out == OutputType::F32 ? 4 : 2);
+      std::vector<float> rows(size_t(M * N), -1.0f), columns(size_t(M * N), -2.0f);
+      avx512::gemm_rows(p.args(c, out, bias, 0.5f, rows.data()));
+      avx512::gemm_columns(p.args(c, out, bias, 0.5f, columns.data()));
+      EXPECT_EQ(0, std::memcmp(rows.data(), columns.data(), bytes))
+          << combo_name(c) << " M=" << M << " N=" << N << " K=" << K;
     }
   }
 }

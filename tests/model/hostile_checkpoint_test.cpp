@@ -1,8 +1,6 @@
 // Loading hostile copies of the tiny FP8 checkpoint for a run: counts and
 // scales that must be refused with an error naming the checkpoint folder and
 // the tensor, before anything is sized from them.
-#include <unistd.h>
-
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/checkpoint_edit.hpp"
+#include "common/temp_dir.hpp"
 #include "model_test_util.hpp"
 #include "stepmix/error.hpp"
 
@@ -20,14 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-class HostileCheckpointTest : public ::testing::Test {
+class HostileCheckpointTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("stepmix_hostile_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // The FP8 golden with `scale` set to `value`, and config edits.
   std::string fp8_copy(const std::string& scale, float value, const std::function<void(json&)>& edit_config = {}) {
     auto tensors = load_all_tensors(golden_path("transformer-fp8/diffusion_pytorch_model.safetensors"));
@@ -53,8 +46,6 @@ class HostileCheckpointTest : public ::testing::Test {
     }
     return "";
   }
-
-  fs::path dir_;
 };
 
 TEST_F(HostileCheckpointTest, NonFiniteOrNonPositiveScalesNameTheFolderAndTensor) {

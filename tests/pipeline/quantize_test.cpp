@@ -9,6 +9,7 @@
 #include <fstream>
 #include <filesystem>
 
+#include "common/temp_dir.hpp"
 #include "io/checkpoint.hpp"
 #include "model/model_test_util.hpp"
 #include "quant/governed.hpp"
@@ -19,11 +20,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class QuantizeTest : public ::testing::Test {
+class QuantizeTest : public test::TempDirTest {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("stepmix_quant_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    TempDirTest::SetUp();
     fs::create_directories(dir_ / "bf16");
     fs::copy(test::golden_path("transformer"), dir_ / "bf16" / "transformer", fs::copy_options::recursive);
     fs::create_directories(dir_ / "bf16" / "scheduler");
@@ -37,8 +37,6 @@ class QuantizeTest : public ::testing::Test {
     settings_.calibration.steps = 4;
     settings_.calibration.latent_shape = {4, 1, 6, 8};
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
   QuantizeSettings settings_;
 };
 

@@ -112,29 +112,36 @@ struct E4M3ToBf16ByteTables {
   }
 };
 
-// Converts the first floor(count / 64) · 64 codes; returns how many it did.
-__attribute__((target("avx512vbmi"))) inline int64_t convert_e4m3_to_bf16_vbmi(const E4M3ToBf16ByteTables& t,
-                                                                               const uint8_t* codes, int64_t count,
-                                                                               uint16_t* out) {
-  // unpacklo/hi_epi8 interleave within 128-bit lanes; pre-permuting the codes
-  // (lane L gets codes 8L..8L+7 then 32+8L..32+8L+7) makes the two results
-  // codes 0-31 and 32-63 in order.
+// 64 codes -> bf16 words: `first` holds codes [0, 32), `second` [32, 64).
+// unpacklo/hi_epi8 interleave within 128-bit lanes; pre-permuting the codes
+// (lane L gets codes 8L..8L+7 then 32+8L..32+8L+7) puts both results in order.
+__attribute__((target("avx512vbmi"))) inline void decode_64_e4m3_to_bf16_vbmi(const E4M3ToBf16ByteTables& t,
+                                                                            const uint8_t* codes, __m512i& first,
+                                                                            __m512i& second) {
   alignas(64) static constexpr uint8_t kOrder[64] = {
       0,  1,  2,  3,  4,  5,  6,  7,  32, 33, 34, 35, 36, 37, 38, 39, 8,  9,  10, 11, 12, 13,
       14, 15, 40, 41, 42, 43, 44, 45, 46, 47, 16, 17, 18, 19, 20, 21, 22, 23, 48, 49, 50, 51,
       52, 53, 54, 55, 24, 25, 26, 27, 28, 29, 30, 31, 56, 57, 58, 59, 60, 61, 62, 63};
-  const __m512i order = _mm512_load_si512(kOrder);
-  const __m512i sign_bit = _mm512_set1_epi8(int8_t(0x80));
-  const __m512i high0 = t.high[0], high1 = t.high[1], low0 = t.low[0], low1 = t.low[1];
+  const __m512i c = _mm512_permutexvar_epi8(_mm512_load_si512(kOrder), _mm512_loadu_si512(codes));
+  // permutex2var_epi8 uses index bits 0-6 (bit 6 picks the second register).
+  __m512i high = _mm512_permutex2var_epi8(t.high[0], c, t.high[1]);
+  const __m512i low = _mm512_permutex2var_epi8(t.low[0], c, t.low[1]);
+  high = _mm512_ternarylogic_epi32(high, c, _mm512_set1_epi8(int8_t(0x80)), 0xF8);  // high | (code & 0x80)
+  first = _mm512_unpacklo_epi8(low, high);
+  second = _mm512_unpackhi_epi8(low, high);
+}
+
+// Converts the first floor(count / 64) · 64 codes; returns how many it did.
+__attribute__((target("avx512vbmi"))) inline int64_t convert_e4m3_to_bf16_vbmi(const E4M3ToBf16ByteTables& t,
+                                                                               const uint8_t* codes, int64_t count,
+                                                                               uint16_t* out) {
+  const E4M3ToBf16ByteTables tables = t;  // a local copy stays in registers (stores through out cannot alias it)
   int64_t i = 0;
   for (; i + 64 <= count; i += 64) {
-    const __m512i c = _mm512_permutexvar_epi8(order, _mm512_loadu_si512(codes + i));
-    // permutex2var_epi8 uses index bits 0-6 (bit 6 picks the second register).
-    __m512i high = _mm512_permutex2var_epi8(high0, c, high1);
-    const __m512i low = _mm512_permutex2var_epi8(low0, c, low1);
-    high = _mm512_ternarylogic_epi32(high, c, sign_bit, 0xF8);  // high | (code & 0x80)
-    _mm512_storeu_si512(out + i, _mm512_unpacklo_epi8(low, high));
-    _mm512_storeu_si512(out + i + 32, _mm512_unpackhi_epi8(low, high));
+    __m512i first, second;
+    decode_64_e4m3_to_bf16_vbmi(tables, codes + i, first, second);
+    _mm512_storeu_si512(out + i, first);
+    _mm512_storeu_si512(out + i + 32, second);
   }
   return i;
 }

@@ -303,27 +303,20 @@ void pack_x_tile_row(const Plan& p, int64_t m_tile) {
 }
 
 // ---------------------------------------------------------------- weights
-// 64 codes per step with byte permutes, as avx512::convert_e4m3_to_bf16_vbmi,
-// but codes [32i, 32i+32) land at dst + i·512 (consecutive k blocks of one
-// tile row). Returns how many k blocks it filled (an even number).
+// 64 codes per step (avx512::decode_64_e4m3_to_bf16_vbmi); codes [32i, 32i+32)
+// land at dst + i·512 (consecutive k blocks of one tile row). Returns how
+// many k blocks it filled (an even number).
 __attribute__((target("avx512vbmi"))) int64_t convert_codes_to_tile_rows_vbmi(const E4M3ToBf16ByteTables& t,
                                                                                const uint8_t* codes, int64_t count,
                                                                                uint16_t* dst) {
-  alignas(64) static constexpr uint8_t kOrder[64] = {
-      0,  1,  2,  3,  4,  5,  6,  7,  32, 33, 34, 35, 36, 37, 38, 39, 8,  9,  10, 11, 12, 13,
-      14, 15, 40, 41, 42, 43, 44, 45, 46, 47, 16, 17, 18, 19, 20, 21, 22, 23, 48, 49, 50, 51,
-      52, 53, 54, 55, 24, 25, 26, 27, 28, 29, 30, 31, 56, 57, 58, 59, 60, 61, 62, 63};
-  const __m512i order = _mm512_load_si512(kOrder);
-  const __m512i sign_bit = _mm512_set1_epi8(int8_t(0x80));
+  const E4M3ToBf16ByteTables tables = t;  // a local copy stays in registers (stores through dst cannot alias it)
   int64_t i = 0;
   for (; i + 64 <= count; i += 64) {
-    const __m512i c = _mm512_permutexvar_epi8(order, _mm512_loadu_si512(codes + i));
-    __m512i high = _mm512_permutex2var_epi8(t.high[0], c, t.high[1]);
-    const __m512i low = _mm512_permutex2var_epi8(t.low[0], c, t.low[1]);
-    high = _mm512_ternarylogic_epi32(high, c, sign_bit, 0xF8);  // high | (code & 0x80)
+    __m512i first, second;
+    avx512::decode_64_e4m3_to_bf16_vbmi(tables, codes + i, first, second);
     uint16_t* d = dst + (i / kBlockK) * kTileElems;
-    _mm512_store_si512(d, _mm512_unpacklo_epi8(low, high));
-    _mm512_store_si512(d + kTileElems, _mm512_unpackhi_epi8(low, high));
+    _mm512_store_si512(d, first);
+    _mm512_store_si512(d + kTileElems, second);
   }
   return i / kBlockK;
 }

@@ -364,6 +364,11 @@ bool handled_here(const GemmArgs& g) {
 }  // namespace
 
 void gemm(const GemmArgs& g) {
+  if (handled_here(g) && columns_kernel_applies(g)) return gemm_columns(g);
+  gemm_rows(g);
+}
+
+void gemm_rows(const GemmArgs& g) {
   if (!handled_here(g)) return ref::gemm(g);
   Plan p;
   p.args = &g;

@@ -1,0 +1,246 @@
+// AVX-512 BF16 GEMM, second layout (gemm_columns): y[M,N] = x[M,K] · W[N,K]ᵀ
+// with vdpbf16ps, the 16 lanes of a zmm running over *output columns*.
+//
+// Why a second layout. The main kernel (gemm_avx512.cpp) puts rows of x in
+// the lanes and broadcasts weights, which reads weights in place but
+// transposes x on the way in and the sums on the way out: two 16×16
+// transposes per 16×16 block of y. With many rows of x and short K or N (the
+// benchmark's K = N = 64 shape at 1024–4096 tokens) the transposes cost as
+// much as the products; at K = N = 2048 and 1024+ tokens still 10–15%.
+// Here W is packed once per call
+// into VNNI pairs ([16-column block][k pair][16 columns][2]) and x is read in
+// place, a bf16 pair at a time broadcast from row-major storage, so sums come
+// out as rows of y and the epilogue stores them directly.
+//
+// Per output the arithmetic is the main kernel's: the same vdpbf16ps over the
+// same (x, w) pairs in k order from a zero accumulator, then float32(acc ·
+// alpha), + bias, the output conversion. So the two kernels agree bit for bit
+// (tests/kernels/gemm_columns_test.cpp), and results do not depend on the
+// blocking or the thread count (every output is one micro-kernel's sum over
+// the whole K).
+//
+// Scratch (grow-only, calling thread): packed W, N_pad·K_pad·2 bytes (at most
+// kColumnsMaxPackedBytes when gemm() picks this layout), and x as bf16 pairs
+// when x is E4M3 codes or K is odd (M·K_pad·2 bytes).
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <utility>
+
+#include "core/cpu_features.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/cpu/avx512_helpers.hpp"
+#include "kernels/cpu/avx512_kernels.hpp"
+
+// GCC 12 also reports the _mm512_undefined_ps placeholder inside
+// _mm512_mul_round_ps as uninitialized once the epilogue is inlined into the
+// templates below (see the same note in avx512_helpers.hpp).
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace stepmix::kernels::avx512 {
+namespace {
+
+constexpr int kMR = 8;              // rows of x per micro-kernel
+constexpr int kNV = 3;              // 16-column vectors per micro-kernel
+constexpr int64_t kUnitRows = 128;  // rows of x per work unit (16 KiB..128 KiB of x)
+constexpr int64_t kUnitBlocks = 12; // 16-column blocks per work unit (4 micro-kernel widths)
+
+class Scratch {
+ public:
+  uint16_t* words(std::size_t count) {
+    if (count > capacity_) {
+      data_.reset(static_cast<uint16_t*>(::operator new[](count * sizeof(uint16_t), std::align_val_t(64))));
+      capacity_ = count;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(uint16_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<uint16_t, Free> data_;
+  std::size_t capacity_ = 0;
+};
+
+struct ColumnsPlan {
+  const GemmArgs* args;
+  int64_t pairs;            // K_pad / 2
+  const uint16_t* x;        // [M][x_stride] bf16, pairs zero-padded
+  int64_t x_stride;         // elements
+  uint16_t* packed_w;       // [blocks][pairs][16][2]
+  int64_t blocks;           // ceil(N / 16)
+};
+
+// 32 k of one row of W (from k0, `kn` of them real) as bf16 words, zero past kn.
+__m512i load_w_words(const GemmArgs& g, const E4M3ToBf16Table& table, int64_t n, int64_t k0, int64_t kn) {
+  const __mmask32 mask = tail_mask32(kn);
+  if (g.w_type == WeightOperand::BF16)
+    return _mm512_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(g.w) + n * g.K + k0);
+  return _mm512_maskz_mov_epi16(mask,
+                                table.convert(_mm256_maskz_loadu_epi8(mask, static_cast<const uint8_t*>(g.w) + n * g.K + k0)));
+}
+
+// One 16-column block of W into [pairs][16][2]: 16 rows × 16 pairs per transpose.
+void pack_w_block(const ColumnsPlan& p, const E4M3ToBf16Table& table, int64_t block) {
+  const GemmArgs& g = *p.args;
+  uint16_t* out = p.packed_w + block * p.pairs * 32;
+  for (int64_t p0 = 0; p0 < p.pairs; p0 += 16) {
+    __m512i rows[16];
+    for (int r = 0; r < 16; ++r) {
+      const int64_t n = block * 16 + r;
+      rows[r] = n < g.N ? load_w_words(g, table, n, 2 * p0, g.K - 2 * p0) : _mm512_setzero_si512();
+    }
+    transpose_16x16_dwords(rows);  // rows[s] = pair p0 + s of the 16 columns
+    const int64_t count = std::min<int64_t>(16, p.pairs - p0);
+    for (int64_t s = 0; s < count; ++s) _mm512_store_si512(out + (p0 + s) * 32, rows[s]);
+  }
+}
+
+// Row m of x as bf16 pairs (codes decoded exactly; an odd K's last pair padded with +0).
+void convert_x_row(const ColumnsPlan& p, const E4M3ToBf16Table& exact, int64_t m, uint16_t* out) {
+  const GemmArgs& g = *p.args;
+  const int64_t padded = 2 * p.pairs;
+  for (int64_t k = 0; k < padded; k += 32) {
+    const __mmask32 load = g.K - k > 0 ? tail_mask32(g.K - k) : 0;
+    __m512i v;
+    if (g.a_type == ActivationOperand::BF16) {
+      v = _mm512_maskz_loadu_epi16(load, static_cast<const uint16_t*>(g.a) + m * g.K + k);
+    } else {
+      v = _mm512_maskz_mov_epi16(load, exact.convert(_mm256_maskz_loadu_epi8(load, static_cast<const uint8_t*>(g.a) + m * g.K + k)));
+    }
+    _mm512_mask_storeu_epi16(out + k, tail_mask32(padded - k), v);
+  }
+}
+
+// ---------------------------------------------------------------- micro-kernel
+// y rows [m, m+MR) × columns of blocks [b, b+NV): sums over every pair, then
+// the epilogue, stored straight into y.
+using ColumnsKernel = void (*)(const ColumnsPlan& p, int64_t m, int64_t block);
+
+template <int MR, int NV>
+void columns_micro_kernel(const ColumnsPlan& p, int64_t m, int64_t block) {
+  const GemmArgs& g = *p.args;
+  __m512 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+
+  const uint16_t* w = p.packed_w + block * p.pairs * 32;
+  const int64_t w_block_stride = p.pairs * 32;
+  const uint16_t* x = p.x + m * p.x_stride;
+  for (int64_t s = 0; s < p.pairs; ++s) {
+    __m512bh wv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) wv[v] = (__m512bh)_mm512_load_si512(w + v * w_block_stride + s * 32);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, x + r * p.x_stride + 2 * s, 4);
+      const __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], xv, wv[v]);
+    }
+  }
+
+  // Epilogue, as in the main kernel: two roundings, never fused.
+  const __m512 alpha = _mm512_set1_ps(g.alpha);
+#pragma GCC unroll 3
+  for (int v = 0; v < NV; ++v) {
+    const int64_t n0 = (block + v) * 16;
+    const __mmask16 cols = tail_mask16(g.N - n0);
+    __m512 bias = _mm512_setzero_ps();
+    if (g.bias_type == BiasType::F32) bias = _mm512_maskz_loadu_ps(cols, static_cast<const float*>(g.bias) + n0);
+    if (g.bias_type == BiasType::BF16)
+      bias = bf16_to_f32(_mm256_maskz_loadu_epi16(cols, static_cast<const uint16_t*>(g.bias) + n0));
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      __m512 y = _mm512_mul_round_ps(acc[r][v], alpha, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      if (g.bias_type != BiasType::None) y = _mm512_add_round_ps(y, bias, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const int64_t offset = (m + r) * g.N + n0;
+      if (g.y_type == OutputType::F32) {
+        _mm512_mask_storeu_ps(static_cast<float*>(g.y) + offset, cols, y);
+      } else {
+        _mm256_mask_storeu_epi16(static_cast<uint16_t*>(g.y) + offset, cols, f32_to_bf16_rne(y));
+      }
+    }
+  }
+}
+
+template <std::size_t... I>
+constexpr std::array<ColumnsKernel, sizeof...(I)> columns_kernels_for(std::index_sequence<I...>) {
+  return {&columns_micro_kernel<int(I / kNV) + 1, int(I % kNV) + 1>...};
+}
+// [MR - 1][NV - 1], flattened.
+constexpr auto kColumnsKernels = columns_kernels_for(std::make_index_sequence<kMR * kNV>{});
+
+void run_columns_unit(const ColumnsPlan& p, int64_t m_begin, int64_t block_begin) {
+  const GemmArgs& g = *p.args;
+  const int64_t m_end = std::min(g.M, m_begin + kUnitRows);
+  const int64_t block_end = std::min(p.blocks, block_begin + kUnitBlocks);
+  for (int64_t b = block_begin; b < block_end; b += kNV) {
+    const int nv = int(std::min<int64_t>(kNV, block_end - b));
+    for (int64_t m = m_begin; m < m_end; m += kMR) {
+      const int mr = int(std::min<int64_t>(kMR, m_end - m));
+      kColumnsKernels[std::size_t((mr - 1) * kNV + (nv - 1))](p, m, b);
+    }
+  }
+}
+
+}  // namespace
+
+bool columns_kernel_applies(const GemmArgs& g) {
+  const bool operands = g.arithmetic == GemmArithmetic::BF16 &&
+                        (g.a_type == ActivationOperand::BF16 || g.a_type == ActivationOperand::E4M3Codes) &&
+                        (g.w_type == WeightOperand::BF16 || g.w_type == WeightOperand::E4M3 ||
+                         g.w_type == WeightOperand::E4M3TimesScaleBF16);
+  const double packed_bytes = double((g.N + 15) / 16 * 16) * double((g.K + 1) / 2 * 2) * 2.0;
+  return operands && packed_bytes <= double(kColumnsMaxPackedBytes) &&
+         double(g.M) * double(g.N + g.K) >= double(g.N) * double(g.K);
+}
+
+void gemm_columns(const GemmArgs& g) {
+  ColumnsPlan p;
+  p.args = &g;
+  p.pairs = (g.K + 1) / 2;
+  p.blocks = (g.N + 15) / 16;
+  const E4M3ToBf16Table exact = E4M3ToBf16Table::exact();
+  const E4M3ToBf16Table weight_table =
+      g.w_type == WeightOperand::E4M3TimesScaleBF16 ? E4M3ToBf16Table::scaled(g.weight_scale) : exact;
+
+  thread_local Scratch w_scratch, x_scratch;
+  p.packed_w = w_scratch.words(std::size_t(p.blocks * p.pairs * 32));
+  const bool x_in_place = g.a_type == ActivationOperand::BF16 && g.K % 2 == 0;
+  uint16_t* converted_x = x_in_place ? nullptr : x_scratch.words(std::size_t(g.M * 2 * p.pairs));
+  p.x = x_in_place ? static_cast<const uint16_t*>(g.a) : converted_x;
+  p.x_stride = 2 * p.pairs;
+
+  ThreadPool& pool = ThreadPool::global();
+  const bool parallel = double(g.M) * double(g.N) * double(g.K) >= double(1 << 18);
+  auto for_each = [&](int64_t count, auto&& fn) {
+    if (parallel) {
+      pool.parallel_for(count, fn);
+    } else {
+      for (int64_t i = 0; i < count; ++i) fn(i);
+    }
+  };
+  for_each(p.blocks, [&](int64_t b) { pack_w_block(p, weight_table, b); });
+  if (!x_in_place) {
+    constexpr int64_t kRowsPerTask = 64;
+    for_each((g.M + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t t) {
+      for (int64_t m = t * kRowsPerTask; m < std::min(g.M, (t + 1) * kRowsPerTask); ++m)
+        convert_x_row(p, exact, m, converted_x + m * p.x_stride);
+    });
+  }
+  const int64_t m_units = (g.M + kUnitRows - 1) / kUnitRows;
+  const int64_t n_units = (p.blocks + kUnitBlocks - 1) / kUnitBlocks;
+  // Units sharing rows of x run back to back, so those rows stay in cache.
+  for_each(m_units * n_units, [&](int64_t u) { run_columns_unit(p, (u / n_units) * kUnitRows, (u % n_units) * kUnitBlocks); });
+}
+
+}  // namespace stepmix::kernels::avx512
