@@ -66,6 +66,41 @@ TEST(QuantizeVariants, F32ActivationCodesAreBitExact) {
   }
 }
 
+// Quotients x / s within a few float32 ulps of every E4M3 value and of every
+// rounding midpoint, for scales that are not powers of two and scales whose
+// reciprocal is not a normal float: where a shortcut for the division (a
+// multiplication by 1/s, even one guarded at the midpoints with too small a
+// margin) rounds differently. Pins every variant to the spec's division.
+TEST(QuantizeVariants, QuotientsNextToMidpointsAreBitExact) {
+  std::vector<float> targets;
+  for (int c = 0; c < 0x7E; ++c) {
+    const float value = e4m3_to_float(uint8_t(c)), next = e4m3_to_float(uint8_t(c + 1));
+    targets.push_back(value);
+    targets.push_back(0.5f * (value + next));
+  }
+  targets.push_back(448.0f);
+  targets.push_back(464.0f);
+  for (const KernelSet& variant : kernel_variants()) {
+    if (!variant.supported()) continue;
+    for (float scale : {0.0217f, 3.0f, 1e-3f, 0.1f, 7.3e-5f, 123.4f, 0.3333333f, 1e-39f, 3e38f}) {
+      std::vector<float> x;
+      for (float t : targets) {
+        float center = t * scale;
+        for (int k = 0; k < 6; ++k) center = std::nextafter(center, 0.0f);
+        for (int k = 0; k < 13; ++k, center = std::nextafter(center, 1e38f)) {
+          x.push_back(center);
+          x.push_back(-center);
+        }
+      }
+      std::vector<uint8_t> codes(x.size());
+      variant.quantize_e4m3_f32(x.data(), int64_t(x.size()), scale, codes.data());
+      for (size_t i = 0; i < x.size(); ++i)
+        ASSERT_EQ(codes[i], quantize_e4m3_saturating(x[i] / scale))
+            << variant.name << " x=" << x[i] << " scale=" << scale << " x/scale=" << x[i] / scale;
+    }
+  }
+}
+
 TEST(QuantizeVariants, Bf16ActivationCodesAreBitExact) {
   std::vector<uint16_t> x;
   for (uint32_t h = 0; h < 0x10000; ++h) x.push_back(uint16_t(h));  // every bf16, NaNs and infinities included
