@@ -18,14 +18,15 @@ void gemm(const GemmArgs& args);
 //  gemm_rows     lanes over rows of x, weights broadcast from row-major
 //                storage (gemm_avx512.cpp); any operands, any K;
 //  gemm_columns  lanes over output columns, x broadcast, W packed into VNNI
-//                pairs per call (gemm_columns_avx512.cpp); BF16 arithmetic
-//                only, any shape.
+//                pairs a 192-column panel at a time (gemm_columns_avx512.cpp);
+//                BF16 arithmetic only, any shape.
 // gemm() takes gemm_columns where columns_kernel_applies: BF16 arithmetic,
-// packed W of at most kColumnsMaxPackedBytes, and M·(N + K) >= N·K. The rows
-// layout pays two transposes per 16×16 block of y (x in, sums out: a cost
-// ~ M·K + M·N), the columns layout packs W once per call (~ N·K); measured on
-// Zen 4 the break-even sits where those two are equal.
-constexpr int64_t kColumnsMaxPackedBytes = int64_t(8) << 20;
+// K <= kColumnsMaxK, and M·(N + K) >= N·K. The rows layout pays two
+// transposes per 16×16 block of y (x in, sums out: a cost ~ M·K + M·N), the
+// columns layout packs W (~ N·K); measured on Zen 4 the break-even sits where
+// those two are equal. Longer K makes the 8 rows of x a micro-kernel streams
+// (16·K bytes) too long for L1/L2: at K = 12288 the rows layout was faster.
+constexpr int64_t kColumnsMaxK = 4096;
 bool columns_kernel_applies(const GemmArgs& args);
 void gemm_rows(const GemmArgs& args);
 void gemm_columns(const GemmArgs& args);

@@ -1,6 +1,11 @@
 // AVX-512 GEMM: y[M,N] = x[M,K] · W[N,K]ᵀ with FP32 (vfmadd) or BF16
 // (vdpbf16ps: exact products of bf16 pairs, FP32 sums) arithmetic.
 //
+// This file is the "rows" layout (gemm_rows). gemm() hands BF16 calls with
+// many rows of x and short K or N to the "columns" layout instead
+// (gemm_columns_avx512.cpp; the rule is in avx512_kernels.hpp); the two
+// agree bit for bit.
+//
 // Layout choice: the 16 lanes of a zmm run over *rows of x* (m), and weights
 // are broadcast 4 bytes at a time (one bf16 pair or one float) straight from
 // row-major [N, K] storage. So weights never need transposing: a BF16

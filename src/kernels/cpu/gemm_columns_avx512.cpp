@@ -7,10 +7,10 @@
 // transposes per 16×16 block of y. With many rows of x and short K or N (the
 // benchmark's K = N = 64 shape at 1024–4096 tokens) the transposes cost as
 // much as the products; at K = N = 2048 and 1024+ tokens still 10–15%.
-// Here W is packed once per call
-// into VNNI pairs ([16-column block][k pair][16 columns][2]) and x is read in
-// place, a bf16 pair at a time broadcast from row-major storage, so sums come
-// out as rows of y and the epilogue stores them directly.
+// Here W is packed into VNNI pairs ([16-column block][k pair][16 columns][2])
+// and x is read in place, a bf16 pair at a time broadcast from row-major
+// storage, so sums come out as rows of y and the epilogue stores them
+// directly.
 //
 // Per output the arithmetic is the main kernel's: the same vdpbf16ps over the
 // same (x, w) pairs in k order from a zero accumulator, then float32(acc ·
@@ -19,9 +19,10 @@
 // blocking or the thread count (every output is one micro-kernel's sum over
 // the whole K).
 //
-// Scratch (grow-only, calling thread): packed W, N_pad·K_pad·2 bytes (at most
-// kColumnsMaxPackedBytes when gemm() picks this layout), and x as bf16 pairs
-// when x is E4M3 codes or K is odd (M·K_pad·2 bytes).
+// W is packed one panel (192 columns × K) at a time by the thread that uses
+// it, into its own grow-only scratch (384·K_pad bytes); x is converted to
+// bf16 pairs (M·K_pad·2 bytes, calling thread's scratch) only when it holds
+// E4M3 codes or K is odd.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -44,10 +45,9 @@
 namespace stepmix::kernels::avx512 {
 namespace {
 
-constexpr int kMR = 8;              // rows of x per micro-kernel
-constexpr int kNV = 3;              // 16-column vectors per micro-kernel
-constexpr int64_t kUnitRows = 128;  // rows of x per work unit (16 KiB..128 KiB of x)
-constexpr int64_t kUnitBlocks = 12; // 16-column blocks per work unit (4 micro-kernel widths)
+constexpr int kMR = 8;                // rows of x per micro-kernel
+constexpr int kNV = 3;                // 16-column vectors per micro-kernel
+constexpr int64_t kPanelBlocks = 12;  // 16-column blocks of W packed together (4 micro-kernel widths)
 
 class Scratch {
  public:
@@ -69,11 +69,11 @@ class Scratch {
 
 struct ColumnsPlan {
   const GemmArgs* args;
-  int64_t pairs;            // K_pad / 2
-  const uint16_t* x;        // [M][x_stride] bf16, pairs zero-padded
-  int64_t x_stride;         // elements
-  uint16_t* packed_w;       // [blocks][pairs][16][2]
-  int64_t blocks;           // ceil(N / 16)
+  int64_t pairs;               // K_pad / 2
+  const uint16_t* x;           // [M][x_stride] bf16, pairs zero-padded
+  int64_t x_stride;            // elements
+  int64_t blocks;              // ceil(N / 16)
+  const E4M3ToBf16Table* weight_table;
 };
 
 // 32 k of one row of W (from k0, `kn` of them real) as bf16 words, zero past kn.
@@ -85,15 +85,14 @@ __m512i load_w_words(const GemmArgs& g, const E4M3ToBf16Table& table, int64_t n,
                                 table.convert(_mm256_maskz_loadu_epi8(mask, static_cast<const uint8_t*>(g.w) + n * g.K + k0)));
 }
 
-// One 16-column block of W into [pairs][16][2]: 16 rows × 16 pairs per transpose.
-void pack_w_block(const ColumnsPlan& p, const E4M3ToBf16Table& table, int64_t block) {
+// One 16-column block of W into out = [pairs][16][2]: 16 rows × 16 pairs per transpose.
+void pack_w_block(const ColumnsPlan& p, int64_t block, uint16_t* out) {
   const GemmArgs& g = *p.args;
-  uint16_t* out = p.packed_w + block * p.pairs * 32;
   for (int64_t p0 = 0; p0 < p.pairs; p0 += 16) {
     __m512i rows[16];
     for (int r = 0; r < 16; ++r) {
       const int64_t n = block * 16 + r;
-      rows[r] = n < g.N ? load_w_words(g, table, n, 2 * p0, g.K - 2 * p0) : _mm512_setzero_si512();
+      rows[r] = n < g.N ? load_w_words(g, *p.weight_table, n, 2 * p0, g.K - 2 * p0) : _mm512_setzero_si512();
     }
     transpose_16x16_dwords(rows);  // rows[s] = pair p0 + s of the 16 columns
     const int64_t count = std::min<int64_t>(16, p.pairs - p0);
@@ -118,12 +117,13 @@ void convert_x_row(const ColumnsPlan& p, const E4M3ToBf16Table& exact, int64_t m
 }
 
 // ---------------------------------------------------------------- micro-kernel
-// y rows [m, m+MR) × columns of blocks [b, b+NV): sums over every pair, then
-// the epilogue, stored straight into y.
-using ColumnsKernel = void (*)(const ColumnsPlan& p, int64_t m, int64_t block);
+// y rows [m, m+MR) × the columns of blocks [block, block+NV), whose packed
+// weights start at w: sums over every pair, then the epilogue, stored
+// straight into y.
+using ColumnsKernel = void (*)(const ColumnsPlan& p, int64_t m, int64_t block, const uint16_t* w);
 
 template <int MR, int NV>
-void columns_micro_kernel(const ColumnsPlan& p, int64_t m, int64_t block) {
+void columns_micro_kernel(const ColumnsPlan& p, int64_t m, int64_t block, const uint16_t* w) {
   const GemmArgs& g = *p.args;
   __m512 acc[MR][NV];
 #pragma GCC unroll 8
@@ -131,7 +131,6 @@ void columns_micro_kernel(const ColumnsPlan& p, int64_t m, int64_t block) {
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
 
-  const uint16_t* w = p.packed_w + block * p.pairs * 32;
   const int64_t w_block_stride = p.pairs * 32;
   const uint16_t* x = p.x + m * p.x_stride;
   for (int64_t s = 0; s < p.pairs; ++s) {
@@ -179,15 +178,19 @@ constexpr std::array<ColumnsKernel, sizeof...(I)> columns_kernels_for(std::index
 // [MR - 1][NV - 1], flattened.
 constexpr auto kColumnsKernels = columns_kernels_for(std::make_index_sequence<kMR * kNV>{});
 
-void run_columns_unit(const ColumnsPlan& p, int64_t m_begin, int64_t block_begin) {
-  const GemmArgs& g = *p.args;
-  const int64_t m_end = std::min(g.M, m_begin + kUnitRows);
-  const int64_t block_end = std::min(p.blocks, block_begin + kUnitBlocks);
-  for (int64_t b = block_begin; b < block_end; b += kNV) {
-    const int nv = int(std::min<int64_t>(kNV, block_end - b));
-    for (int64_t m = m_begin; m < m_end; m += kMR) {
-      const int mr = int(std::min<int64_t>(kMR, m_end - m));
-      kColumnsKernels[std::size_t((mr - 1) * kNV + (nv - 1))](p, m, b);
+// A work unit: one panel of W (kPanelBlocks blocks from block_begin), packed
+// into this thread's scratch, against rows [m_begin, m_end) of x. Each 8-row
+// group of x (from L1) meets every micro-kernel width of the panel (from L2).
+void run_columns_unit(const ColumnsPlan& p, int64_t block_begin, int64_t m_begin, int64_t m_end) {
+  const int64_t block_end = std::min(p.blocks, block_begin + kPanelBlocks);
+  thread_local Scratch panel_scratch;
+  uint16_t* panel = panel_scratch.words(std::size_t(kPanelBlocks * p.pairs * 32));
+  for (int64_t b = block_begin; b < block_end; ++b) pack_w_block(p, b, panel + (b - block_begin) * p.pairs * 32);
+  for (int64_t m = m_begin; m < m_end; m += kMR) {
+    const int mr = int(std::min<int64_t>(kMR, m_end - m));
+    for (int64_t b = block_begin; b < block_end; b += kNV) {
+      const int nv = int(std::min<int64_t>(kNV, block_end - b));
+      kColumnsKernels[std::size_t((mr - 1) * kNV + (nv - 1))](p, m, b, panel + (b - block_begin) * p.pairs * 32);
     }
   }
 }
@@ -199,9 +202,7 @@ bool columns_kernel_applies(const GemmArgs& g) {
                         (g.a_type == ActivationOperand::BF16 || g.a_type == ActivationOperand::E4M3Codes) &&
                         (g.w_type == WeightOperand::BF16 || g.w_type == WeightOperand::E4M3 ||
                          g.w_type == WeightOperand::E4M3TimesScaleBF16);
-  const double packed_bytes = double((g.N + 15) / 16 * 16) * double((g.K + 1) / 2 * 2) * 2.0;
-  return operands && packed_bytes <= double(kColumnsMaxPackedBytes) &&
-         double(g.M) * double(g.N + g.K) >= double(g.N) * double(g.K);
+  return operands && g.K <= kColumnsMaxK && double(g.M) * double(g.N + g.K) >= double(g.N) * double(g.K);
 }
 
 void gemm_columns(const GemmArgs& g) {
@@ -212,9 +213,9 @@ void gemm_columns(const GemmArgs& g) {
   const E4M3ToBf16Table exact = E4M3ToBf16Table::exact();
   const E4M3ToBf16Table weight_table =
       g.w_type == WeightOperand::E4M3TimesScaleBF16 ? E4M3ToBf16Table::scaled(g.weight_scale) : exact;
+  p.weight_table = &weight_table;
 
-  thread_local Scratch w_scratch, x_scratch;
-  p.packed_w = w_scratch.words(std::size_t(p.blocks * p.pairs * 32));
+  thread_local Scratch x_scratch;
   const bool x_in_place = g.a_type == ActivationOperand::BF16 && g.K % 2 == 0;
   uint16_t* converted_x = x_in_place ? nullptr : x_scratch.words(std::size_t(g.M * 2 * p.pairs));
   p.x = x_in_place ? static_cast<const uint16_t*>(g.a) : converted_x;
@@ -229,7 +230,6 @@ void gemm_columns(const GemmArgs& g) {
       for (int64_t i = 0; i < count; ++i) fn(i);
     }
   };
-  for_each(p.blocks, [&](int64_t b) { pack_w_block(p, weight_table, b); });
   if (!x_in_place) {
     constexpr int64_t kRowsPerTask = 64;
     for_each((g.M + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t t) {
@@ -237,10 +237,20 @@ void gemm_columns(const GemmArgs& g) {
         convert_x_row(p, exact, m, converted_x + m * p.x_stride);
     });
   }
-  const int64_t m_units = (g.M + kUnitRows - 1) / kUnitRows;
-  const int64_t n_units = (p.blocks + kUnitBlocks - 1) / kUnitBlocks;
-  // Units sharing rows of x run back to back, so those rows stay in cache.
-  for_each(m_units * n_units, [&](int64_t u) { run_columns_unit(p, (u / n_units) * kUnitRows, (u % n_units) * kUnitBlocks); });
+  // Units: every panel of W against a share of the rows. Each panel is packed
+  // once per share, so rows are split only as far as it takes to give every
+  // thread a few units (M >= N·K / (N + K) makes that packing cheap).
+  const int64_t panels = (p.blocks + kPanelBlocks - 1) / kPanelBlocks;
+  const int64_t threads = parallel ? pool.size() : 1;
+  const int64_t row_groups = (g.M + kMR - 1) / kMR;
+  const int64_t shares = std::clamp<int64_t>((4 * threads + panels - 1) / panels, 1, row_groups);
+  for_each(panels * shares, [&](int64_t u) {
+    const int64_t panel = u / shares, share = u % shares;
+    // Share boundaries on multiples of kMR rows.
+    const int64_t m_begin = std::min(g.M, row_groups * share / shares * kMR);
+    const int64_t m_end = std::min(g.M, row_groups * (share + 1) / shares * kMR);
+    if (m_begin < m_end) run_columns_unit(p, panel * kPanelBlocks, m_begin, m_end);
+  });
 }
 
 }  // namespace stepmix::kernels::avx512
