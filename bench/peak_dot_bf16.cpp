@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/cpu_features.hpp"
+#include "kernels/cpu/amx_kernels.hpp"
 
 namespace {
 
@@ -62,21 +63,10 @@ double run_one_thread(long iterations) {
   return double(iterations) * 12 * 64 / seconds / 1e9;
 }
 
-// Palette 1 (the 64-byte LDTILECFG operand), all 8 tiles 16 rows x 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-};
-
 __attribute__((target("amx-tile,amx-bf16"))) double run_one_thread_amx(long iterations) {
-  static_assert(sizeof(TileConfig) == 64);
-  const TileConfig config;
   alignas(64) static const uint16_t operand[512] = {};  // zeros: sums stay finite
   alignas(64) float out[256];
-  _tile_loadconfig(&config);
+  _tile_loadconfig(&stepmix::kernels::amx::kTileConfig);
   _tile_zero(0);  // tile numbers must be literals
   _tile_zero(1);
   _tile_zero(2);

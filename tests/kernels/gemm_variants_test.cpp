@@ -234,6 +234,21 @@ TEST(GemmVariants, CachedAndFusedWeightConversionAreBitIdentical) {
   }
 }
 
+// Calls check(combo, out, bias, bytes) for every BF16-arithmetic combination,
+// the output type and bias rotating with `config` across calls and shapes;
+// bytes: what the GEMM writes for this output type (room for either is a
+// float vector of M·N).
+template <class Check>
+void for_each_bf16_combo(const Problem& p, int& config, Check check) {
+  for (const OperandCombo& c : kCombos) {
+    if (c.arithmetic != GemmArithmetic::BF16) continue;
+    const OutputType out = (config % 2) ? OutputType::BF16 : OutputType::F32;
+    const BiasType bias = BiasType((config / 2) % 3);
+    ++config;
+    check(c, out, bias, size_t(p.M * p.N) * (out == OutputType::F32 ? 4 : 2));
+  }
+}
+
 // The AMX GEMM's blocking (work-unit sizes, K chunks, weights packed per call
 // or per unit) changes no bit of the result: the k order of every sum is the
 // same for all of them.
@@ -244,13 +259,7 @@ TEST(GemmVariants, AmxBlockingDoesNotChangeBits) {
   int config = 0;
   for (const auto& [M, N, K] : {std::array<int64_t, 3>{1, 5, 16}, {40, 97, 513}, {300, 100, 520}, {70, 33, 1500}}) {
     const Problem p(M, N, K, uint32_t(M + 3 * N + 5 * K));
-    for (const OperandCombo& c : kCombos) {
-      if (c.arithmetic != GemmArithmetic::BF16) continue;
-      const OutputType out = (config % 2) ? OutputType::BF16 : OutputType::F32;
-      const BiasType bias = BiasType((config / 2) % 3);
-      ++config;
-      // Room for either output type, compared as the bytes written.
-      const size_t bytes = size_t(M * N) * (out == OutputType::F32 ? 4 : 2);
+    for_each_bf16_combo(p, config, [&](const OperandCombo& c, OutputType out, BiasType bias, size_t bytes) {
       std::vector<float> want(size_t(M * N), -1.0f), got(size_t(M * N));
       amx::gemm(p.args(c, out, bias, 0.5f, want.data()));
       for (const amx::Blocking& b : blockings) {
@@ -260,7 +269,7 @@ TEST(GemmVariants, AmxBlockingDoesNotChangeBits) {
             << combo_name(c) << " M=" << M << " N=" << N << " K=" << K << " blocking " << b.x_rows << "/"
             << b.w_rows << "/" << b.k_chunk << "/" << b.prepack_weights;
       }
-    }
+    });
   }
 }
 
@@ -268,25 +277,21 @@ TEST(GemmVariants, AmxBlockingDoesNotChangeBits) {
 // columns in the lanes: avx512_kernels.hpp) run the same vdpbf16ps over the
 // same pairs in the same order, so they agree bit for bit, whichever one
 // gemm() picks for a shape. Shapes cross the columns kernel's micro-tile
-// (8 rows × 48 columns) and unit (128 rows × 192 columns) edges; odd K, K = 1.
+// (8 rows × 48 columns) and panel (192 columns) edges, split rows across
+// work units (multithreaded), odd K, K = 1.
 TEST(GemmVariants, Avx512RowAndColumnLayoutsAreBitIdentical) {
   if (!cpu_features().can_run_avx512_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
   int config = 0;
   for (const auto& [M, N, K] : {std::array<int64_t, 3>{1, 1, 1}, {7, 17, 2}, {9, 47, 63}, {64, 64, 64},
                                 {129, 193, 200}, {200, 49, 1023}, {300, 100, 520}, {1, 300, 1024}}) {
     const Problem p(M, N, K, uint32_t(2 * M + 3 * N + 5 * K));
-    for (const OperandCombo& c : kCombos) {
-      if (c.arithmetic != GemmArithmetic::BF16) continue;
-      const OutputType out = (config % 2) ? OutputType::BF16 : OutputType::F32;
-      const BiasType bias = BiasType((config / 2) % 3);
-      ++config;
-      const size_t bytes = size_t(M * N) * (out == OutputType::F32 ? 4 : 2);
+    for_each_bf16_combo(p, config, [&](const OperandCombo& c, OutputType out, BiasType bias, size_t bytes) {
       std::vector<float> rows(size_t(M * N), -1.0f), columns(size_t(M * N), -2.0f);
       avx512::gemm_rows(p.args(c, out, bias, 0.5f, rows.data()));
       avx512::gemm_columns(p.args(c, out, bias, 0.5f, columns.data()));
       EXPECT_EQ(0, std::memcmp(rows.data(), columns.data(), bytes))
           << combo_name(c) << " M=" << M << " N=" << N << " K=" << K;
-    }
+    });
   }
 }
 

@@ -5,6 +5,7 @@
 // dequantization and FP32 arithmetic are the AVX-512 variant's functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/linear_kernels.hpp"
@@ -35,5 +36,34 @@ struct Blocking {
 // tuning (bench/amx_check.cpp) and tests. BF16 arithmetic only; anything else
 // goes to the AVX-512 variant.
 void gemm_with_blocking(const GemmArgs& args, const Blocking& blocking);
+
+// The tile configuration every AMX kernel here loads (the GEMM, and the
+// tile-only peak in bench/peak_dot_bf16.cpp).
+// Palette 1, the 64-byte LDTILECFG operand: tile t has rows[t] rows of
+// colsb[t] bytes; tiles not used must be all zero.
+struct alignas(64) TileConfig {
+  uint8_t palette_id;
+  uint8_t start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+static_assert(sizeof(TileConfig) == 64);
+static_assert(offsetof(TileConfig, colsb) == 16 && offsetof(TileConfig, rows) == 48);
+
+// tmm0-3: accumulators C(i,j) = tmm(2i+j), 16 n × 16 m floats (64 bytes/row);
+// tmm4-5: W tiles i, 16 n × 32 k bf16; tmm6-7: x tiles j, 16 k pairs × 16 m pairs.
+// All eight are 16 rows × 64 bytes; tdpbf16ps needs C.rows = A.rows (16),
+// C.colsb = B.colsb (64) and A.colsb = 4 · B.rows (64).
+constexpr TileConfig make_tile_config() {
+  TileConfig c{};
+  c.palette_id = 1;
+  for (int t = 0; t < 8; ++t) {
+    c.colsb[t] = 64;
+    c.rows[t] = 16;
+  }
+  return c;
+}
+alignas(64) inline constexpr TileConfig kTileConfig = make_tile_config();
 
 }  // namespace stepmix::kernels::amx

@@ -13,11 +13,63 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <new>
 
 #include "core/numerics.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/linear_kernels.hpp"
 
 namespace stepmix::kernels::avx512 {
+
+// Where a GEMM's tasks run: on the global pool, or inline on the calling
+// thread when the product is too small to be worth waking the workers.
+class GemmTasks {
+ public:
+  explicit GemmTasks(const GemmArgs& g)
+      : pool_(ThreadPool::global()),
+        parallel_(double(g.M) * double(g.N) * double(g.K) >= double(1 << 18) && pool_.size() > 1) {}
+  // Threads the tasks may run on (1 when inline).
+  int threads() const { return parallel_ ? pool_.size() : 1; }
+  // fn(i) for i in [0, count); returns when all are done.
+  template <class Fn>
+  void run(int64_t count, const Fn& fn) const {
+    if (parallel_) {
+      pool_.parallel_for(count, fn);
+    } else {
+      for (int64_t i = 0; i < count; ++i) fn(i);
+    }
+  }
+
+ private:
+  ThreadPool& pool_;
+  bool parallel_;
+};
+
+// 64-byte aligned, grow-only storage (one per use, usually thread_local):
+// keeps steady-state GEMM calls allocation-free.
+class AlignedScratch {
+ public:
+  template <class T>
+  T* get(std::size_t count) {
+    const std::size_t bytes = std::max<std::size_t>(count * sizeof(T), 64);
+    if (bytes > capacity_) {
+      data_.reset(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t(64))));
+      capacity_ = bytes;
+    }
+    return reinterpret_cast<T*>(data_.get());
+  }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<std::byte, Free> data_;
+  std::size_t capacity_ = 0;
+};
 
 // ---------------------------------------------------------------- transpose
 // rows[r] holds 16 dwords; afterwards rows[c] holds what was column c.

@@ -52,7 +52,6 @@
 #include <new>
 
 #include "core/cpu_features.hpp"
-#include "core/thread_pool.hpp"
 #include "kernels/cpu/amx_kernels.hpp"
 #include "kernels/cpu/avx512_helpers.hpp"
 #include "kernels/cpu/avx512_kernels.hpp"
@@ -61,6 +60,7 @@ namespace stepmix::kernels {
 namespace amx {
 namespace {
 
+using avx512::AlignedScratch;
 using avx512::E4M3ToBf16ByteTables;
 using avx512::E4M3ToBf16Table;
 using avx512::tail_mask16;
@@ -73,33 +73,6 @@ constexpr int64_t kTileElems = 512;   // bf16 per A/B tile, floats per 2 C tiles
 constexpr int64_t kTileStride = 64;   // bytes between tile rows, everywhere
 constexpr int64_t kCTileFloats = 256; // floats per accumulator tile
 
-// ---------------------------------------------------------------- tile config
-// Palette 1, the 64-byte LDTILECFG operand: tile t has rows[t] rows of
-// colsb[t] bytes; tiles not used must be all zero.
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-static_assert(sizeof(TileConfig) == 64);
-static_assert(offsetof(TileConfig, colsb) == 16 && offsetof(TileConfig, rows) == 48);
-
-// tmm0-3: accumulators C(i,j) = tmm(2i+j), 16 n × 16 m floats (64 bytes/row);
-// tmm4-5: W tiles i, 16 n × 32 k bf16; tmm6-7: x tiles j, 16 k pairs × 16 m pairs.
-// All eight are 16 rows × 64 bytes; tdpbf16ps needs C.rows = A.rows (16),
-// C.colsb = B.colsb (64) and A.colsb = 4 · B.rows (64).
-constexpr TileConfig make_tile_config() {
-  TileConfig c{};
-  c.palette_id = 1;
-  for (int t = 0; t < 8; ++t) {
-    c.colsb[t] = 64;
-    c.rows[t] = 16;
-  }
-  return c;
-}
-alignas(64) constexpr TileConfig kTileConfig = make_tile_config();
 
 // GCC's tile-load intrinsics are asm statements that do not tell the compiler
 // they read memory; this barrier keeps the plain stores that fill a buffer on
@@ -196,26 +169,6 @@ void dpbf16ps(int c, int a, int b) {
 #define STEPMIX_TILE_DPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
 #endif
 
-// 64-byte aligned, grow-only storage; keeps steady-state calls allocation-free.
-class AlignedScratch {
- public:
-  template <class T>
-  T* get(std::size_t count) {
-    const std::size_t bytes = std::max<std::size_t>(count * sizeof(T), 64);
-    if (bytes > capacity_) {
-      data_.reset(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t(64))));
-      capacity_ = bytes;
-    }
-    return reinterpret_cast<T*>(data_.get());
-  }
-
- private:
-  struct Free {
-    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
-  };
-  std::unique_ptr<std::byte, Free> data_;
-  std::size_t capacity_ = 0;
-};
 
 // ---------------------------------------------------------------- micro-kernel
 // NT W tiles (w0, w1) × MT x tiles (x0, x1) over kbn k blocks (consecutive
@@ -490,10 +443,8 @@ void run(const GemmArgs& g, const Blocking& requested, bool adapt) {
   if (g.M <= 0 || g.N <= 0) return;
   if (!supported()) return avx512::gemm(g);
 
-  ThreadPool& pool = ThreadPool::global();
-  // Small problems are not worth waking the workers.
-  const bool parallel = double(g.M) * double(g.N) * double(g.K) >= double(1 << 18) && pool.size() > 1;
-  const int threads = parallel ? pool.size() : 1;
+  const avx512::GemmTasks tasks(g);
+  const int threads = tasks.threads();
 
   Plan p;
   p.args = &g;
@@ -531,21 +482,13 @@ void run(const GemmArgs& g, const Blocking& requested, bool adapt) {
   p.packed_x = packed_x_scratch.get<uint16_t>(std::size_t(p.m_tiles * p.kb_total * kTileElems));
   p.packed_w = prepack ? packed_w_scratch.get<uint16_t>(std::size_t(p.n_tiles * p.kb_total * kTileElems)) : nullptr;
 
-  auto for_each = [&](int64_t count, const auto& fn) {
-    if (parallel) {
-      pool.parallel_for(count, fn);
-    } else {
-      for (int64_t i = 0; i < count; ++i) fn(i);
-    }
-  };
-
   constexpr int64_t kTilesPerTask = 4;
-  for_each((p.m_tiles + kTilesPerTask - 1) / kTilesPerTask, [&](int64_t task) {
+  tasks.run((p.m_tiles + kTilesPerTask - 1) / kTilesPerTask, [&](int64_t task) {
     for (int64_t t = task * kTilesPerTask; t < std::min(p.m_tiles, (task + 1) * kTilesPerTask); ++t)
       pack_x_tile_row(p, t);
   });
   if (p.packed_w) {
-    for_each((p.n_tiles + kTilesPerTask - 1) / kTilesPerTask, [&](int64_t task) {
+    tasks.run((p.n_tiles + kTilesPerTask - 1) / kTilesPerTask, [&](int64_t task) {
       const int64_t t0 = task * kTilesPerTask, nt = std::min(p.n_tiles, t0 + kTilesPerTask) - t0;
       convert_w_tiles(p, t0, nt, 0, p.kb_total, p.packed_w + t0 * p.kb_total * kTileElems, p.kb_total * kTileElems);
     });
@@ -570,7 +513,7 @@ void run(const GemmArgs& g, const Blocking& requested, bool adapt) {
       run_unit(p, u / p.n_blocks, u % p.n_blocks, s);
     STEPMIX_TILE_RELEASE();
   };
-  for_each(std::min<int64_t>(threads, units), worker);
+  tasks.run(std::min<int64_t>(threads, units), worker);
 }
 
 }  // namespace

@@ -31,7 +31,6 @@
 #include <utility>
 
 #include "core/cpu_features.hpp"
-#include "core/thread_pool.hpp"
 #include "kernels/cpu/avx512_helpers.hpp"
 #include "kernels/cpu/avx512_kernels.hpp"
 
@@ -46,24 +45,6 @@ constexpr int kNR = 12;           // rows of W per micro-kernel call
 // sized so that the unit's packed x for one chunk fits in this much of L2.
 constexpr int64_t kPackedXChunkBytes = 384 << 10;
 
-// 64-byte aligned, grow-only storage; keeps steady-state calls allocation-free.
-class AlignedScratch {
- public:
-  float* floats(std::size_t count) {
-    if (count > capacity_) {
-      data_.reset(static_cast<float*>(::operator new[](count * sizeof(float), std::align_val_t(64))));
-      capacity_ = count;
-    }
-    return data_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
-  };
-  std::unique_ptr<float, Free> data_;
-  std::size_t capacity_ = 0;
-};
 
 // ---------------------------------------------------------------- micro-kernel
 // acc[j][i] (lanes = x rows of strip i, j = weight row) over `steps` k steps:
@@ -323,10 +304,10 @@ void run_unit(const Plan& p, int64_t m0, int64_t n0) {
   const int64_t chunks = (p.steps + max_chunk - 1) / max_chunk;
   const int64_t chunk_steps = ((p.steps + chunks - 1) / chunks + 15) / 16 * 16;
   thread_local AlignedScratch sums_scratch, weight_scratch;
-  float* sums = sums_scratch.floats(std::size_t(kNC * kMC));
+  float* sums = sums_scratch.get<float>(std::size_t(kNC * kMC));
   const int64_t scratch_stride = chunk_steps * 4;  // bytes per converted weight row
   auto* converted =
-      p.weights_in_place ? nullptr : reinterpret_cast<std::byte*>(weight_scratch.floats(std::size_t(kNC * chunk_steps)));
+      p.weights_in_place ? nullptr : reinterpret_cast<std::byte*>(weight_scratch.get<float>(std::size_t(kNC * chunk_steps)));
   const int64_t x_strip_stride = p.steps * kLanes;
   const float* x_unit = p.packed_x + (m0 / kLanes) * x_strip_stride;
 
@@ -390,11 +371,9 @@ void gemm_rows(const GemmArgs& g) {
   p.weights_in_place = p.bf16 ? (g.w_type == WeightOperand::BF16 && g.K % 2 == 0) : g.w_type == WeightOperand::F32;
 
   thread_local AlignedScratch packed_x_scratch;
-  p.packed_x = packed_x_scratch.floats(std::size_t(p.strips * p.steps * kLanes));
+  p.packed_x = packed_x_scratch.get<float>(std::size_t(p.strips * p.steps * kLanes));
 
-  ThreadPool& pool = ThreadPool::global();
-  // Small problems are not worth waking the workers.
-  const bool parallel = double(g.M) * double(g.N) * double(g.K) >= double(1 << 18);
+  const GemmTasks tasks(g);
   constexpr int64_t kStripsPerTask = 4;
   const int64_t pack_tasks = (p.strips + kStripsPerTask - 1) / kStripsPerTask;
   auto pack = [&](int64_t t) {
@@ -403,13 +382,8 @@ void gemm_rows(const GemmArgs& g) {
   const int64_t mc_blocks = (g.M + kMC - 1) / kMC, nc_blocks = (g.N + kNC - 1) / kNC;
   // Units sharing rows of x run back to back, so that block stays in cache.
   auto unit = [&](int64_t u) { run_unit(p, (u / nc_blocks) * kMC, (u % nc_blocks) * kNC); };
-  if (parallel) {
-    pool.parallel_for(pack_tasks, pack);
-    pool.parallel_for(mc_blocks * nc_blocks, unit);
-  } else {
-    for (int64_t t = 0; t < pack_tasks; ++t) pack(t);
-    for (int64_t u = 0; u < mc_blocks * nc_blocks; ++u) unit(u);
-  }
+  tasks.run(pack_tasks, pack);
+  tasks.run(mc_blocks * nc_blocks, unit);
 }
 
 }  // namespace stepmix::kernels::avx512

@@ -31,7 +31,6 @@
 #include <utility>
 
 #include "core/cpu_features.hpp"
-#include "core/thread_pool.hpp"
 #include "kernels/cpu/avx512_helpers.hpp"
 #include "kernels/cpu/avx512_kernels.hpp"
 
@@ -49,23 +48,6 @@ constexpr int kMR = 8;                // rows of x per micro-kernel
 constexpr int kNV = 3;                // 16-column vectors per micro-kernel
 constexpr int64_t kPanelBlocks = 12;  // 16-column blocks of W packed together (4 micro-kernel widths)
 
-class Scratch {
- public:
-  uint16_t* words(std::size_t count) {
-    if (count > capacity_) {
-      data_.reset(static_cast<uint16_t*>(::operator new[](count * sizeof(uint16_t), std::align_val_t(64))));
-      capacity_ = count;
-    }
-    return data_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(uint16_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
-  };
-  std::unique_ptr<uint16_t, Free> data_;
-  std::size_t capacity_ = 0;
-};
 
 struct ColumnsPlan {
   const GemmArgs* args;
@@ -183,8 +165,8 @@ constexpr auto kColumnsKernels = columns_kernels_for(std::make_index_sequence<kM
 // group of x (from L1) meets every micro-kernel width of the panel (from L2).
 void run_columns_unit(const ColumnsPlan& p, int64_t block_begin, int64_t m_begin, int64_t m_end) {
   const int64_t block_end = std::min(p.blocks, block_begin + kPanelBlocks);
-  thread_local Scratch panel_scratch;
-  uint16_t* panel = panel_scratch.words(std::size_t(kPanelBlocks * p.pairs * 32));
+  thread_local AlignedScratch panel_scratch;
+  uint16_t* panel = panel_scratch.get<uint16_t>(std::size_t(kPanelBlocks * p.pairs * 32));
   for (int64_t b = block_begin; b < block_end; ++b) pack_w_block(p, b, panel + (b - block_begin) * p.pairs * 32);
   for (int64_t m = m_begin; m < m_end; m += kMR) {
     const int mr = int(std::min<int64_t>(kMR, m_end - m));
@@ -215,24 +197,16 @@ void gemm_columns(const GemmArgs& g) {
       g.w_type == WeightOperand::E4M3TimesScaleBF16 ? E4M3ToBf16Table::scaled(g.weight_scale) : exact;
   p.weight_table = &weight_table;
 
-  thread_local Scratch x_scratch;
+  thread_local AlignedScratch x_scratch;
   const bool x_in_place = g.a_type == ActivationOperand::BF16 && g.K % 2 == 0;
-  uint16_t* converted_x = x_in_place ? nullptr : x_scratch.words(std::size_t(g.M * 2 * p.pairs));
+  uint16_t* converted_x = x_in_place ? nullptr : x_scratch.get<uint16_t>(std::size_t(g.M * 2 * p.pairs));
   p.x = x_in_place ? static_cast<const uint16_t*>(g.a) : converted_x;
   p.x_stride = 2 * p.pairs;
 
-  ThreadPool& pool = ThreadPool::global();
-  const bool parallel = double(g.M) * double(g.N) * double(g.K) >= double(1 << 18);
-  auto for_each = [&](int64_t count, auto&& fn) {
-    if (parallel) {
-      pool.parallel_for(count, fn);
-    } else {
-      for (int64_t i = 0; i < count; ++i) fn(i);
-    }
-  };
+  const GemmTasks tasks(g);
   if (!x_in_place) {
     constexpr int64_t kRowsPerTask = 64;
-    for_each((g.M + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t t) {
+    tasks.run((g.M + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t t) {
       for (int64_t m = t * kRowsPerTask; m < std::min(g.M, (t + 1) * kRowsPerTask); ++m)
         convert_x_row(p, exact, m, converted_x + m * p.x_stride);
     });
@@ -241,10 +215,10 @@ void gemm_columns(const GemmArgs& g) {
   // once per share, so rows are split only as far as it takes to give every
   // thread a few units (M >= N·K / (N + K) makes that packing cheap).
   const int64_t panels = (p.blocks + kPanelBlocks - 1) / kPanelBlocks;
-  const int64_t threads = parallel ? pool.size() : 1;
+  const int64_t threads = tasks.threads();
   const int64_t row_groups = (g.M + kMR - 1) / kMR;
   const int64_t shares = std::clamp<int64_t>((4 * threads + panels - 1) / panels, 1, row_groups);
-  for_each(panels * shares, [&](int64_t u) {
+  tasks.run(panels * shares, [&](int64_t u) {
     const int64_t panel = u / shares, share = u % shares;
     // Share boundaries on multiples of kMR rows.
     const int64_t m_begin = std::min(g.M, row_groups * share / shares * kMR);
