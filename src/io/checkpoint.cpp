@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <cctype>
 
 #include "io/json_input.hpp"
 #include "stepmix/error.hpp"
@@ -187,6 +189,24 @@ ModelDirectory ModelDirectory::open(const std::string& path) {
     dir.hf_quant_config_path = optional_file(root / "hf_quant_config.json");
   }
   return dir;
+}
+
+int64_t mapped_resident_bytes(const std::string& folder) {
+  std::error_code ec;
+  const std::string prefix = fs::weakly_canonical(folder, ec).string() + "/";
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  int64_t kib = 0;
+  while (std::getline(smaps, line)) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') < line.find(' ')) {
+      const auto slash = line.find('/');
+      inside = slash != std::string::npos && line.compare(slash, prefix.size(), prefix) == 0;
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      kib += std::stoll(line.substr(4));
+    }
+  }
+  return kib * 1024;
 }
 
 }  // namespace stepmix

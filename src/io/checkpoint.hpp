@@ -72,4 +72,8 @@ struct ModelDirectory {
   static ModelDirectory open(const std::string& path);
 };
 
+// Resident bytes of this process's mappings of files under `folder`
+// (/proc/self/smaps): the weight pages actually in memory, not the file size.
+int64_t mapped_resident_bytes(const std::string& folder);
+
 }  // namespace stepmix

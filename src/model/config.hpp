@@ -1,5 +1,4 @@
-// Cosmos3OmniTransformer architecture from transformer/config.json
-// (shared spec cosmos3-transformer.md §1). Defaults are the Diffusers
+// Cosmos3OmniTransformer architecture from transformer/config.json. Defaults are the Diffusers
 // defaults (= Nano); every size is read from the file, never assumed.
 #pragma once
 
@@ -44,7 +43,7 @@ struct Cosmos3Config {
   bool has_gate_proj() const { return hidden_act == HiddenAct::SiLU; }
   // Understanding keys get an extra norm before the generation stream reads them.
   bool has_und_k_norm_for_gen() const { return !qk_norm_for_text && use_und_k_norm_for_gen; }
-  // Axis of each of the D/2 rotary frequency slots (spec §5).
+  // Axis of each of the D/2 rotary frequency slots (interleaved T, H, W).
   std::vector<RopeAxis> rope_slot_axes() const;
 };
 
@@ -53,7 +52,7 @@ struct ParsedCosmos3Config {
   std::vector<std::string> warnings;  // unknown keys, one line each
 };
 
-// Parses and validates (spec §1): hidden_act ∈ {silu, relu2}, Hq % Hkv == 0,
+// Parses and validates: hidden_act ∈ {silu, relu2}, Hq % Hkv == 0,
 // patch_latent_dim == p²·C, 3·rope_axes_dim[1|2] ≤ D/2, T slot count ==
 // rope_axes_dim[0], positive sizes of at most 2^24, even head_dim. Throws stepmix::Error
 // ("model") naming config_path, the key, the value and what is accepted.

@@ -1,10 +1,12 @@
-// Input packing and output unpacking of the vision stream (shared spec
-// cosmos3-transformer.md §4, §8): latent patchify/unpatchify and the
+// Input packing and output unpacking of the vision stream: latent
+// patchify/unpatchify, the text embedding rows and the
 // timestep sinusoid.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "core/tensor.hpp"
 
 namespace stepmix {
 
@@ -34,5 +36,9 @@ std::vector<float> unpatchify(const float* patches, const PatchGrid& grid, const
 // [cos(a_0..a_127), sin(a_0..a_127)] (flip_sin_to_cos, shift 0).
 inline constexpr int64_t kTimestepChannels = 256;
 std::vector<float> timestep_sinusoid(const std::vector<float>& timesteps, double timestep_scale);
+
+// ids: [L] token ids → [L, E] float32 rows of the embedding table [vocab, E]
+// (BF16 widened exactly, or F32). Ids are checked by the caller.
+std::vector<float> embed_text(const TensorView& table, const std::vector<int64_t>& ids, int64_t hidden_size);
 
 }  // namespace stepmix

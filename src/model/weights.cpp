@@ -56,7 +56,7 @@ class WeightBinder {
     LinearWeights w{module, weight, std::nullopt, std::nullopt, std::nullopt};
     const bool fp8 = weight.dtype == DType::F8_E4M3;
     if (fp8) {
-      if (!tower) fail("tensor '" + weight_name + "' is F8_E4M3, but " + module + " is never quantized (spec §9)");
+      if (!tower) fail("tensor '" + weight_name + "' is F8_E4M3, but " + module + " is never quantized (only the governed Linears of the two towers may be FP8)");
       w.weight_scale = scale(module + ".weight_scale");
       w.input_scale = scale(module + ".input_scale");
     } else if (weight.dtype != DType::BF16 && weight.dtype != DType::F32) {

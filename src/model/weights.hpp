@@ -1,5 +1,5 @@
-// The tensors of a Cosmos3 transformer checkpoint (shared spec
-// cosmos3-transformer.md §2), bound to the layers that use them. Linear
+// The tensors of a Cosmos3 transformer checkpoint (docs/design.md, "The
+// checkpoint"), bound to the layers that use them. Linear
 // weights stay memory-mapped views; only the small norm vectors are widened
 // to float32. lm_head and the sound/action tensors are never looked up.
 #pragma once

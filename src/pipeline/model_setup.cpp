@@ -74,10 +74,11 @@ std::array<int64_t, 4> latent_shape_for(const GeometryRequest& r, const ModelDir
   if (r.latent_shape) {
     if (r.height || r.width || r.frames)
       throw Error("generate", "--latent-shape conflicts with --height/--width/--frames");
-    const auto s = parse_id_list(*r.latent_shape, "--latent-shape");
-    if (s.size() != 4 || s[0] != channels || s[1] < 1 || s[2] < 1 || s[3] < 1)
+    const auto s = *r.latent_shape;
+    if (s[0] != channels || s[1] < 1 || s[2] < 1 || s[3] < 1)
       throw Error("generate", "--latent-shape: expected C,T,H,W with C = " + std::to_string(channels) +
-                                  " (the model's latent_channel) and positive T, H, W; got " + *r.latent_shape);
+                                  " (the model's latent_channel) and positive T, H, W; got " + std::to_string(s[0]) +
+                                  "," + std::to_string(s[1]) + "," + std::to_string(s[2]) + "," + std::to_string(s[3]));
     return check_size({s[0], s[1], s[2], s[3]});
   }
   const int frames = r.frames.value_or(1);

@@ -13,6 +13,7 @@
 #include "io/checkpoint.hpp"
 #include "io/tokenizer.hpp"
 #include "sched/config.hpp"
+#include "stepmix/model.hpp"
 
 namespace stepmix {
 
@@ -29,11 +30,11 @@ ModelDefaults read_model_defaults(const ModelDirectory& dir);
 bool is_pixel_space(const ModelDirectory& dir);
 
 struct GeometryRequest {
-  std::optional<std::string> latent_shape;  // "C,T,H,W"
+  std::optional<std::array<int64_t, 4>> latent_shape;  // C, T, H, W
   std::optional<int> height, width, frames;
 };
 // {C, T, H, W}. Pixel-space models: T = frames, H/W = pixels. VAE models:
-// 16x spatial and 4x temporal compression (cosmos3-pipeline.md §5).
+// 16x spatial and 4x temporal compression.
 std::array<int64_t, 4> latent_shape_for(const GeometryRequest& request, const ModelDirectory& dir, int64_t channels,
                                         const ModelDefaults& defaults);
 
@@ -47,8 +48,6 @@ struct SchedulerRequest {
 // request's kind and flow_shift.
 sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& request, const ModelDirectory& dir, bool video);
 
-// "1,2,3" -> ids; throws naming `option` on anything else.
-std::vector<int64_t> parse_id_list(const std::string& text, const std::string& option);
 
 // Loads text_tokenizer/tokenizer.json (tokenizer/ as fallback) once.
 class PromptEncoder {

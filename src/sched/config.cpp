@@ -124,7 +124,7 @@ void parse_unipc(FieldReader& r, SchedulerConfig& cfg) {
   r.string_in("solver_type", "bh2", {"bh2"});
   r.string_in("final_sigmas_type", "zero", {"zero"});
   r.require_bool("lower_order_final", true, true,
-                 " (with final sigma 0 the last order-2 step divides by zero; spec §7)");
+                 " (with final sigma 0 the last order-2 step divides by zero)");
   {
     const json v = r.value("disable_corrector", json::array());
     if (!v.is_null() && !(v.is_array() && v.empty()))
@@ -202,7 +202,7 @@ void parse_flow_match(FieldReader& r, SchedulerConfig& cfg) {
       r.fail("fixed_step_sampler_config." + it.key(), "no such field (known: sample_type, t_list)",
              it.value().dump());
   const json type = fixed.value("sample_type", json(nullptr));
-  // Only the stochastic ("sde") fixed-step sampler is defined (spec §9).
+  // Only the stochastic ("sde") fixed-step sampler is defined (docs/schedulers.md).
   if (type != json("sde"))
     r.fail("fixed_step_sampler_config.sample_type", "\"sde\"", type.dump());
   if (!o.stochastic_sampling)

@@ -1,6 +1,6 @@
 // Sigma / timestep grids for N steps, computed exactly as the reference does
 // (operation order and float64/float32 roundings matter: a truncated
-// timestep can sit within 2e-5 of an integer, spec §2 and golden README §9).
+// timestep can sit within 2e-5 of an integer, see docs/schedulers.md).
 #pragma once
 
 #include <cstdint>

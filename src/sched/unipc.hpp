@@ -62,7 +62,7 @@ class UniPCMultistepScheduler final : public Scheduler {
 };
 
 // Scalar pieces of the update, exposed so that tests can check them against
-// the spec's worked example (§8). All in float64.
+// the worked example of docs/schedulers.md. All in float64.
 double unipc_lambda(double sigma);  // ln(1 − σ) − ln(σ); +∞ at σ = 0
 
 struct UniCRhos {

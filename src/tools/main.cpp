@@ -4,8 +4,8 @@
 #include <exception>
 #include <string>
 
-#include "io/temporary_outputs.hpp"
-#include "tools/commands.hpp"
+#include "stepmix/model.hpp"
+#include "commands.hpp"
 
 namespace {
 

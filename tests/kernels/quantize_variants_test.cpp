@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/numerics.hpp"
-#include "kernels/linear_kernels.hpp"
+#include "kernels/kernel_set.hpp"
 
 namespace stepmix::kernels {
 namespace {
@@ -50,13 +50,13 @@ std::vector<float> tricky_inputs() {
 TEST(QuantizeVariants, F32ActivationCodesAreBitExact) {
   const std::vector<float> x = tricky_inputs();
   for (const KernelSet& variant : kernel_variants()) {
-    if (!variant.supported()) continue;
+    if (!variant.linear.supported()) continue;
     for (float scale : {1.0f, 0.0217f, 3.0f, 1e-3f}) {
       // Odd offsets and lengths exercise the vector tails.
       for (int64_t begin : {0, 3}) {
         const int64_t count = int64_t(x.size()) - begin - 5;
         std::vector<uint8_t> codes(size_t(count) + 1, 0xAB);
-        variant.quantize_e4m3_f32(x.data() + begin, count, scale, codes.data());
+        variant.linear.quantize_e4m3_f32(x.data() + begin, count, scale, codes.data());
         for (int64_t i = 0; i < count; ++i)
           ASSERT_EQ(codes[i], quantize_e4m3_saturating(x[begin + i] / scale))
               << variant.name << " x=" << x[begin + i] << " scale=" << scale;
@@ -81,7 +81,7 @@ TEST(QuantizeVariants, QuotientsNextToMidpointsAreBitExact) {
   targets.push_back(448.0f);
   targets.push_back(464.0f);
   for (const KernelSet& variant : kernel_variants()) {
-    if (!variant.supported()) continue;
+    if (!variant.linear.supported()) continue;
     for (float scale : {0.0217f, 3.0f, 1e-3f, 0.1f, 7.3e-5f, 123.4f, 0.3333333f, 1e-39f, 3e38f}) {
       std::vector<float> x;
       for (float t : targets) {
@@ -93,7 +93,7 @@ TEST(QuantizeVariants, QuotientsNextToMidpointsAreBitExact) {
         }
       }
       std::vector<uint8_t> codes(x.size());
-      variant.quantize_e4m3_f32(x.data(), int64_t(x.size()), scale, codes.data());
+      variant.linear.quantize_e4m3_f32(x.data(), int64_t(x.size()), scale, codes.data());
       for (size_t i = 0; i < x.size(); ++i)
         ASSERT_EQ(codes[i], quantize_e4m3_saturating(x[i] / scale))
             << variant.name << " x=" << x[i] << " scale=" << scale << " x/scale=" << x[i] / scale;
@@ -105,10 +105,10 @@ TEST(QuantizeVariants, Bf16ActivationCodesAreBitExact) {
   std::vector<uint16_t> x;
   for (uint32_t h = 0; h < 0x10000; ++h) x.push_back(uint16_t(h));  // every bf16, NaNs and infinities included
   for (const KernelSet& variant : kernel_variants()) {
-    if (!variant.supported()) continue;
+    if (!variant.linear.supported()) continue;
     for (float scale : {1.0f, 0.0217f, 7.5f}) {
       std::vector<uint8_t> codes(x.size() - 1);
-      variant.quantize_e4m3_bf16(x.data() + 1, int64_t(codes.size()), scale, codes.data());
+      variant.linear.quantize_e4m3_bf16(x.data() + 1, int64_t(codes.size()), scale, codes.data());
       for (size_t i = 0; i < codes.size(); ++i)
         ASSERT_EQ(codes[i], quantize_e4m3_saturating(bf16_to_float(x[i + 1]) / scale))
             << variant.name << " bf16=0x" << std::hex << x[i + 1];
@@ -121,11 +121,11 @@ TEST(QuantizeVariants, WeightDequantizationIsBitExact) {
   for (int rep = 0; rep < 3; ++rep)
     for (int c = 0; c < 256; ++c) codes.push_back(uint8_t(c));
   for (const KernelSet& variant : kernel_variants()) {
-    if (!variant.supported()) continue;
+    if (!variant.linear.supported()) continue;
     for (float scale : {1.0f, 0.0123f, 2.5e-4f, 1.7e-38f}) {
       const int64_t count = int64_t(codes.size()) - 7;
       std::vector<uint16_t> out(static_cast<size_t>(count));
-      variant.dequantize_e4m3_to_bf16(codes.data(), count, scale, out.data());
+      variant.linear.dequantize_e4m3_to_bf16(codes.data(), count, scale, out.data());
       for (int64_t i = 0; i < count; ++i) {
         const uint16_t want = float_to_bf16_rne(e4m3_to_float(codes[i]) * scale);
         if (std::isnan(bf16_to_float(want))) {
@@ -150,7 +150,7 @@ TEST(KernelTable, RefIsFirstAndNamesResolve) {
       EXPECT_THROW(kernel_variant(v.name), std::exception) << v.name;
     }
   }
-  EXPECT_TRUE(active_kernels().supported());
+  EXPECT_TRUE(active_kernels().linear.supported());
 }
 
 }  // namespace

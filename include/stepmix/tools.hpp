@@ -1,0 +1,75 @@
+// The run-level tools behind `stepmix quantize`, `compare` and `bench`, for
+// programs that want them without the CLI. Each prints its summary to `out`
+// and writes its files under temporary names, renamed when complete.
+//
+//   stepmix::CompareOptions o;
+//   o.model_dir = "fashion-fp8";
+//   o.reference_dir = "fashion-bf16";
+//   o.prompts_file = "prompts.txt";
+//   o.seeds = 4;
+//   o.out_dir = "report";
+//   stepmix::compare(o, stdout);   // report/{report.json, report.md, grid.png, step_error.png}
+#pragma once
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stepmix/model.hpp"
+
+namespace stepmix {
+
+// Static "max" calibration over full sampling trajectories of a BF16 model,
+// written in the ModelOpt tensorwise FP8 layout with the step policy.
+struct QuantizeOptions {
+  std::string model_dir;  // BF16 Diffusers directory
+  std::string out_dir;    // must not exist
+  std::optional<std::string> calib_prompts;  // default MODEL/calibration_prompts.txt
+  int calib_seeds = 2;
+  // Sampling of the calibration trajectories (prompt fields and seed are
+  // not used: prompts come from calib_prompts, seeds are 0..calib_seeds-1);
+  // steps default 8 and guidance 3 unless the model or the request says.
+  GenerateRequest request;
+  // The step policy to write: first/last window sizes; nullopt writes
+  // "runtime": null.
+  std::optional<StepPolicy> policy = StepPolicy{};
+};
+void quantize(const QuantizeOptions& options, std::FILE* out);
+
+// The same prompts and seeds under a reference and each precision mode of an
+// FP8 checkpoint, measured against the reference.
+struct CompareOptions {
+  std::string model_dir, prompts_file, out_dir;
+  std::optional<std::string> reference_dir;
+  int seeds = 0;  // seeds 0..seeds-1 per prompt
+  // Everything but the prompt (from prompts_file), the seed and the policy
+  // (each mode's own) is used as given.
+  GenerateRequest request;
+  std::vector<std::string> policies;  // extra modes "first-last:F,L"
+  std::optional<std::string> classifier_dir;
+  double diff_gain = 10;
+  bool force = false;
+  ModelOptions runtime;
+};
+void compare(const CompareOptions& options, std::FILE* out, const CancelToken* cancel = nullptr);
+
+// Latency, throughput and memory per precision mode, and a PyTorch peer.
+struct BenchOptions {
+  std::string model_dir;
+  std::optional<std::string> reference_dir;
+  // Default prompt "a photo of a coat", seed 0; the policy is each mode's own.
+  GenerateRequest request;
+  int repeat = 3;
+  int warmup = 1;
+  bool no_peer = false;
+  std::string python = "/usr/bin/python3";
+  std::optional<std::string> peer_script;
+  int peer_threads = 2;
+  std::string peer_dtype = "bf16";
+  std::optional<std::string> json_file;
+  ModelOptions runtime;
+};
+void bench(const BenchOptions& options, std::FILE* out);
+
+}  // namespace stepmix
