@@ -6,7 +6,10 @@
 #   scripts/setup.sh --fuzz   also clang and its libFuzzer/sanitizer runtimes
 set -euo pipefail
 
-packages=(build-essential cmake nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libpng-dev)
+# libfreetype-dev + libfontconfig-dev + fonts-dejavu-core: the labels of the
+# compare plots (without a font at run time the plots have no labels).
+packages=(build-essential cmake nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libpng-dev
+  libfreetype-dev libfontconfig-dev fonts-dejavu-core)
 case "${1:-}" in
   --bench) packages+=(python3-torch python3-numpy libopenblas0-openmp libbenchmark-dev) ;;
   --fuzz) packages+=(clang libclang-rt-14-dev) ;;

@@ -58,9 +58,9 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
 }
 
 Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& label) {
-  check_json_nesting(text, label, "tokenizer");
-  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) fail(label, "not valid JSON");
+  // Nesting limit, then parse; a duplicate key (two ids for one word) is an
+  // error, as is any syntax error.
+  const json doc = parse_json_text(text, label, "tokenizer");
   if (!doc.is_object()) fail(label, "expected a JSON object");
   Tokenizer tok;
   tok.label_ = label;

@@ -85,6 +85,9 @@ std::optional<std::string> modelopt_fp8_problem(const json& quant_config, Quanti
       return expected_but_got(field("quant_type"), "FP8 for every operand, e.g. \"FP8_FP8\"", *it);
     }
   }
+  if (const auto it = quant_config.find("kv_cache_quant_algo"); it != quant_config.end() && !it->is_null()) {
+    return expected_but_got(field("kv_cache_quant_algo"), "null (KV-cache quantization is not implemented)", *it);
+  }
   if (const auto it = quant_config.find("weight_only"); it != quant_config.end() && !it->is_null() && *it != false) {
     return expected_but_got(field("weight_only"), "false (activations are quantized)", *it);
   }
