@@ -44,8 +44,8 @@ struct SchedulerRequest {
   std::optional<double> flow_shift;
 };
 // The model's scheduler (or config_file, or UniPC with flow_shift 10 for
-// video / 3 for images), Karras forced off as the pipeline does (§9), then the
-// request's kind and flow_shift.
+// video / 3 for images), Karras forced off as the Cosmos3 pipeline does
+// (docs/schedulers.md §1), then the request's kind and flow_shift.
 sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& request, const ModelDirectory& dir, bool video);
 
 

@@ -1,4 +1,5 @@
-// Classification of the transformer's quantization_config (§3.1, §3.2).
+// Classification of the transformer's quantization_config (docs/step-policy.md
+// §3.1, §3.2).
 // stepmix executes BF16 and serialised tensorwise ModelOpt FP8 only; every
 // other declaration is Unsupported, with a reason naming field and value.
 #include <nlohmann/json.hpp>
