@@ -123,7 +123,7 @@ std::vector<int64_t> PromptEncoder::encode(const std::string& text) {
   if (!tokenizer_) {
     if (!dir_.tokenizer_path)
       throw Error("generate", dir_.root + " has no text_tokenizer/tokenizer.json; pass token ids with --prompt-ids");
-    tokenizer_ = Tokenizer::from_file(*dir_.tokenizer_path);
+    tokenizer_ = text::PromptModel::open(dir_.root);
   }
   return tokenizer_->understanding_prefix(text);
 }

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "io/checkpoint.hpp"
-#include "io/tokenizer.hpp"
 #include "sched/config.hpp"
+#include "text/prompt_model.hpp"
 
 namespace stepmix {
 
@@ -59,7 +59,7 @@ class PromptEncoder {
 
  private:
   const ModelDirectory& dir_;
-  std::optional<Tokenizer> tokenizer_;
+  std::optional<text::PromptModel> tokenizer_;
 };
 
 }  // namespace stepmix

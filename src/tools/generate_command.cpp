@@ -14,7 +14,6 @@
 #include "io/checkpoint.hpp"
 #include "io/png.hpp"
 #include "io/safetensors.hpp"
-#include "io/tokenizer.hpp"
 #include "model/transformer.hpp"
 #include "pipeline/denoise.hpp"
 #include "pipeline/model_setup.hpp"

@@ -1,0 +1,172 @@
+// Encoding and decoding in the order Hugging Face `tokenizers` runs them:
+// raw added tokens out, normalise what is left, normalised added tokens out,
+// pre-tokenize, model.
+#include "text/tokenizer.hpp"
+
+#include <cctype>
+
+#include "io/json_input.hpp"
+#include "stepmix/error.hpp"
+#include "text/byte_level.hpp"
+#include "text/tokenizer_impl.hpp"
+
+namespace stepmix::text {
+namespace {
+
+// \w as the Whitespace pre-tokenizer sees ASCII: letters, digits, underscore.
+// Bytes >= 0x80 (UTF-8 sequences) count as word characters so that non-ASCII
+// words stay whole.
+bool is_word_byte(unsigned char c) { return std::isalnum(c) || c == '_' || c >= 0x80; }
+bool is_space_byte(unsigned char c) { return std::isspace(c) != 0; }
+
+void word_level_words(const TokenizerImpl& t, std::string_view piece, std::vector<int64_t>& ids) {
+  std::size_t i = 0;
+  while (i < piece.size()) {
+    const auto c = static_cast<unsigned char>(piece[i]);
+    if (is_space_byte(c)) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    if (!t.split_punctuation) {
+      while (j < piece.size() && !is_space_byte(static_cast<unsigned char>(piece[j]))) ++j;
+    } else {
+      const bool word = is_word_byte(c);
+      while (j < piece.size() && !is_space_byte(static_cast<unsigned char>(piece[j])) &&
+             is_word_byte(static_cast<unsigned char>(piece[j])) == word)
+        ++j;
+    }
+    const std::string w(piece.substr(i, j - i));
+    const auto it = t.word_vocab.find(w);
+    if (it != t.word_vocab.end())
+      ids.push_back(it->second);
+    else if (t.unk_id)
+      ids.push_back(*t.unk_id);
+    else
+      throw Error("tokenizer", t.label + ": word \"" + w + "\" is not in the vocabulary and the tokenizer has no unk_token");
+    i = j;
+  }
+}
+
+// Split(Isolated) with each regex in turn: matches and the text between them
+// become pieces, empty pieces vanish. Each final piece goes to the model.
+void bpe_pieces(const TokenizerImpl& t, std::string_view text, std::size_t step, std::vector<int64_t>& ids) {
+  if (text.empty()) return;
+  if (step == t.splits.size()) {
+    t.bpe->encode_word(text, ids);
+    return;
+  }
+  std::vector<std::pair<std::size_t, std::size_t>> matches;
+  t.splits[step]->find_all(text, matches);
+  std::size_t prev = 0;
+  for (const auto& [b, e] : matches) {
+    if (prev < b) bpe_pieces(t, text.substr(prev, b - prev), step + 1, ids);
+    if (b < e) bpe_pieces(t, text.substr(b, e - b), step + 1, ids);
+    prev = e;
+  }
+  if (prev < text.size()) bpe_pieces(t, text.substr(prev), step + 1, ids);
+}
+
+std::string normalize(const TokenizerImpl& t, std::string_view piece) {
+  std::string s = t.nfc ? nfc(piece) : std::string(piece);
+  if (t.lowercase)
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+void model_pieces(const TokenizerImpl& t, std::string_view normalized, std::vector<int64_t>& ids) {
+  if (t.kind == ModelKind::bpe)
+    bpe_pieces(t, normalized, 0, ids);
+  else
+    word_level_words(t, normalized, ids);
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_file(const std::string& path) {
+  return from_json_text(read_small_file(path, "tokenizer"), path);
+}
+
+Tokenizer Tokenizer::from_json_text(std::string_view text, const std::string& label) {
+  return Tokenizer(load_tokenizer_json(text, label));
+}
+
+std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
+  const TokenizerImpl& t = *impl_;
+  require_utf8(text, "tokenizer", t.label + ": text to encode");
+  std::vector<int64_t> ids;
+  std::vector<Segment> raw, normalized_segments;
+  t.raw_added.split(text, raw);
+  for (const Segment& s : raw) {
+    if (s.id >= 0) {
+      ids.push_back(s.id);
+      continue;
+    }
+    const std::string normalized = normalize(t, text.substr(s.begin, s.end - s.begin));
+    if (t.normalized_added.empty()) {
+      model_pieces(t, normalized, ids);
+      continue;
+    }
+    normalized_segments.clear();
+    t.normalized_added.split(normalized, normalized_segments);
+    for (const Segment& n : normalized_segments) {
+      if (n.id >= 0)
+        ids.push_back(n.id);
+      else
+        model_pieces(t, std::string_view(normalized).substr(n.begin, n.end - n.begin), ids);
+    }
+  }
+  return ids;
+}
+
+std::string Tokenizer::decode(std::span<const int64_t> ids, bool skip_special_tokens) const {
+  const TokenizerImpl& t = *impl_;
+  std::string out, bytes;
+  bool first = true;
+  for (const int64_t id : ids) {
+    const auto added = t.added_by_id.find(id);
+    const std::string* token = nullptr;
+    if (added != t.added_by_id.end()) {
+      const AddedToken& a = t.added[added->second];
+      if (skip_special_tokens && a.special) continue;
+      token = &a.content;
+    } else {
+      const auto it = t.id_to_token.find(id);
+      if (it == t.id_to_token.end())
+        throw Error("tokenizer", t.label + ": cannot decode id " + std::to_string(id) + ": not in the vocabulary");
+      token = &it->second;
+    }
+    if (t.kind == ModelKind::word_level) {
+      if (!first) out += ' ';
+      out += *token;
+    } else if (added != t.added_by_id.end()) {
+      out += utf8_lossy(bytes);
+      bytes.clear();
+      out += *token;
+    } else {
+      append_token_bytes(bytes, *token);
+    }
+    first = false;
+  }
+  out += utf8_lossy(bytes);
+  return out;
+}
+
+std::optional<int64_t> Tokenizer::token_id(const std::string& content) const {
+  for (const AddedToken& a : impl_->added)
+    if (a.content == content) return a.id;
+  if (impl_->kind == ModelKind::word_level) {
+    const auto it = impl_->word_vocab.find(content);
+    if (it != impl_->word_vocab.end()) return it->second;
+    return std::nullopt;
+  }
+  for (const auto& [id, token] : impl_->id_to_token)
+    if (token == content) return id;
+  return std::nullopt;
+}
+
+int64_t Tokenizer::vocab_size() const { return impl_->vocab_size; }
+ModelKind Tokenizer::model_kind() const { return impl_->kind; }
+const std::string& Tokenizer::label() const { return impl_->label; }
+
+}  // namespace stepmix::text
