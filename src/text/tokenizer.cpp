@@ -131,10 +131,8 @@ std::string Tokenizer::decode(std::span<const int64_t> ids, bool skip_special_to
       if (skip_special_tokens && a.special) continue;
       token = &a.content;
     } else {
-      const auto it = t.id_to_token.find(id);
-      if (it == t.id_to_token.end())
-        throw Error("tokenizer", t.label + ": cannot decode id " + std::to_string(id) + ": not in the vocabulary");
-      token = &it->second;
+      token = vocab_token(t, id);
+      if (!token) throw Error("tokenizer", t.label + ": cannot decode id " + std::to_string(id) + ": not in the vocabulary");
     }
     if (t.kind == ModelKind::word_level) {
       if (!first) out += ' ';

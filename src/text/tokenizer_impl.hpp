@@ -2,6 +2,7 @@
 // tokenizer.cpp). Private to src/text.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -41,9 +42,16 @@ struct TokenizerImpl {
   AddedTokenMatcher raw_added, normalized_added;
   std::unordered_map<int64_t, std::size_t> added_by_id;  // id -> index in `added`
 
-  // Model vocabulary by id.
-  std::unordered_map<int64_t, std::string> id_to_token;
+  // Model vocabulary, sorted by id.
+  std::vector<std::pair<int64_t, std::string>> id_to_token;
 };
+
+// The vocabulary entry of `id`, or nullptr.
+inline const std::string* vocab_token(const TokenizerImpl& t, int64_t id) {
+  const auto it = std::lower_bound(t.id_to_token.begin(), t.id_to_token.end(), id,
+                                   [](const std::pair<int64_t, std::string>& e, int64_t v) { return e.first < v; });
+  return it != t.id_to_token.end() && it->first == id ? &it->second : nullptr;
+}
 
 // Parses and checks a tokenizer.json (tokenizer_json.cpp).
 std::shared_ptr<const TokenizerImpl> load_tokenizer_json(std::string_view text, const std::string& label);

@@ -5,11 +5,13 @@
 #include <cctype>
 #include <cstdio>
 #include <initializer_list>
+#include <optional>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
-#include "io/json_input.hpp"
 #include "stepmix/error.hpp"
 #include "text/byte_level.hpp"
+#include "text/tokenizer_document.hpp"
 #include "text/tokenizer_impl.hpp"
 
 namespace stepmix::text {
@@ -19,9 +21,6 @@ using json = nlohmann::json;
 
 [[noreturn]] void fail(const std::string& label, const std::string& what) { throw Error("tokenizer", label + ": " + what); }
 
-// Token ids index an embedding table, so they are bounded well below the
-// int64 range (vocab_size = max id + 1 must not overflow).
-constexpr int64_t kMaxTokenId = (int64_t(1) << 31) - 1;
 const std::string kMaxIdText = std::to_string(kMaxTokenId);
 
 bool is_token_id(const json& v) {
@@ -156,19 +155,33 @@ void read_word_level_pre_tokenizer(const json& n, const std::string& label, Toke
 
 // ---- models -----------------------------------------------------------------
 
-void note_id(TokenizerImpl& t, int64_t id, const std::string& token, const std::string& label, const std::string& field) {
-  const auto [it, inserted] = t.id_to_token.emplace(id, token);
-  if (!inserted) fail(label, field + ": id " + std::to_string(id) + " is already \"" + it->second + "\"");
+void note_id(TokenizerImpl& t, int64_t id, const std::string& token) {
+  t.id_to_token.emplace_back(id, token);
   t.vocab_size = std::max(t.vocab_size, id + 1);
 }
 
-void read_word_level(const json& model, const std::string& label, TokenizerImpl& t) {
+// Sorts the vocabulary by id; two tokens on one id are an error.
+void index_by_id(TokenizerImpl& t, const std::string& label) {
+  std::sort(t.id_to_token.begin(), t.id_to_token.end());
+  for (std::size_t i = 1; i < t.id_to_token.size(); ++i)
+    if (t.id_to_token[i].first == t.id_to_token[i - 1].first)
+      fail(label, "model.vocab." + t.id_to_token[i].second + ": id " + std::to_string(t.id_to_token[i].first) +
+                      " is already \"" + t.id_to_token[i - 1].second + "\"");
+}
+
+// The captured vocabulary, checked: {token: id} with ids in range.
+const TokenizerDocument::Vocab& checked_vocab(const TokenizerDocument& d, const std::string& label, const char* what) {
+  if (!d.vocab.present || !d.vocab.is_object) fail(label, std::string("model.vocab: expected an object {") + what + ": id}");
+  if (d.vocab.error) fail(label, *d.vocab.error);
+  return d.vocab;
+}
+
+void read_word_level(const TokenizerDocument& d, const std::string& label, TokenizerImpl& t) {
+  const json& model = d.doc["model"];
   only_keys(model, {"type", "vocab", "unk_token"}, label, "model");
-  if (!model.contains("vocab") || !model["vocab"].is_object()) fail(label, "model.vocab: expected an object {word: id}");
-  for (const auto& [word, id] : model["vocab"].items()) {
-    if (!is_token_id(id)) fail(label, "model.vocab." + word + ": expected an integer id in [0, " + kMaxIdText + "]");
-    t.word_vocab.emplace(word, id.get<int64_t>());
-    note_id(t, id.get<int64_t>(), word, label, "model.vocab." + word);
+  for (const auto& [word, id] : checked_vocab(d, label, "word").entries) {
+    t.word_vocab[word] = id;
+    note_id(t, id, word);
   }
   if (model.contains("unk_token") && !model["unk_token"].is_null()) {
     if (!model["unk_token"].is_string()) fail(label, "model.unk_token: expected a string");
@@ -179,19 +192,45 @@ void read_word_level(const json& model, const std::string& label, TokenizerImpl&
   }
 }
 
-// A merge as its two parts: "a b" or ["a", "b"].
-std::pair<std::string, std::string> merge_parts(const json& m, const std::string& label, const std::string& field) {
-  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) return {m[0].get<std::string>(), m[1].get<std::string>()};
-  if (m.is_string()) {
-    const std::string s = m.get<std::string>();
-    const std::size_t space = s.find(' ');
-    if (space != std::string::npos && space > 0 && space + 1 < s.size() && s.find(' ', space + 1) == std::string::npos)
-      return {s.substr(0, space), s.substr(space + 1)};
+// token -> id over the captured entries without copying them: open
+// addressing on (hash, entry index). Loading looks up three tokens per merge
+// (450,000 for Qwen3), so this table is most of the load time that is not
+// parsing. A token given twice keeps its last id.
+class VocabIndex {
+ public:
+  explicit VocabIndex(const std::vector<std::pair<std::string, int64_t>>& entries) : entries_(entries) {
+    std::size_t capacity = 16;
+    while (capacity < 2 * entries.size()) capacity *= 2;
+    slots_.assign(capacity, Slot{0, kEmpty});
+    for (uint32_t i = 0; i < entries.size(); ++i) {
+      const std::size_t h = std::hash<std::string_view>{}(entries[i].first);
+      slots_[probe(entries[i].first, h)] = Slot{uint32_t(h), i};
+    }
   }
-  fail(label, field + ": expected \"a b\" or [\"a\", \"b\"], got " + shown(m));
-}
+  std::optional<int32_t> find(std::string_view token) const {
+    const Slot& s = slots_[probe(token, std::hash<std::string_view>{}(token))];
+    if (s.index == kEmpty) return std::nullopt;
+    return static_cast<int32_t>(entries_[s.index].second);
+  }
 
-void read_bpe(const json& model, const std::string& label, TokenizerImpl& t) {
+ private:
+  static constexpr uint32_t kEmpty = ~uint32_t(0);
+  struct Slot {
+    uint32_t hash, index;
+  };
+  std::size_t probe(std::string_view token, std::size_t h) const {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = h & mask;
+    while (slots_[i].index != kEmpty && (slots_[i].hash != uint32_t(h) || entries_[slots_[i].index].first != token))
+      i = (i + 1) & mask;
+    return i;
+  }
+  const std::vector<std::pair<std::string, int64_t>>& entries_;
+  std::vector<Slot> slots_;
+};
+
+void read_bpe(const TokenizerDocument& d, const std::string& label, TokenizerImpl& t) {
+  const json& model = d.doc["model"];
   only_keys(model, {"type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
                     "byte_fallback", "ignore_merges", "vocab", "merges"},
             label, "model");
@@ -204,41 +243,40 @@ void read_bpe(const json& model, const std::string& label, TokenizerImpl& t) {
   require_flag(model, "byte_fallback", false, label, "model", "byte fallback is not implemented");
   require_flag(model, "ignore_merges", false, label, "model", "ignore_merges is not implemented");
 
-  if (!model.contains("vocab") || !model["vocab"].is_object()) fail(label, "model.vocab: expected an object {token: id}");
-  std::unordered_map<std::string, int32_t> vocab;
-  vocab.reserve(model["vocab"].size());
-  for (const auto& [token, id] : model["vocab"].items()) {
-    if (!is_token_id(id)) fail(label, "model.vocab." + token + ": expected an integer id in [0, " + kMaxIdText + "]");
-    vocab.emplace(token, static_cast<int32_t>(id.get<int64_t>()));
-    note_id(t, id.get<int64_t>(), token, label, "model.vocab." + token);
-  }
+  const TokenizerDocument::Vocab& entries = checked_vocab(d, label, "token");
+  const VocabIndex vocab(entries.entries);
+  t.id_to_token.reserve(entries.entries.size());
+  for (const auto& [token, id] : entries.entries) note_id(t, id, token);
   int32_t byte_ids[256];
   for (int b = 0; b < 256; ++b) {
-    const auto it = vocab.find(byte_level_symbols()[b]);
-    if (it == vocab.end()) {
+    const auto id = vocab.find(byte_level_symbols()[b]);
+    if (!id) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02X", b);
       fail(label, "model.vocab: no entry for byte " + std::string(hex) + " (\"" + byte_level_symbols()[b] +
                       "\"): a byte-level vocabulary needs all 256 bytes");
     }
-    byte_ids[b] = it->second;
+    byte_ids[b] = *id;
   }
 
-  if (!model.contains("merges") || !model["merges"].is_array()) fail(label, "model.merges: expected an array");
-  const json& merges = model["merges"];
+  if (!d.merges.present || !d.merges.is_array) fail(label, "model.merges: expected an array");
+  if (d.merges.error) fail(label, *d.merges.error);
+  const auto& merges = d.merges.pairs;
   MergeTable table;
   table.reserve(merges.size());
-  auto id_of = [&](const std::string& token, const std::string& field, const char* what) {
-    const auto it = vocab.find(token);
-    if (it == vocab.end()) fail(label, field + ": " + what + " \"" + token + "\" is not in the vocabulary");
-    return it->second;
+  auto id_of = [&](std::string_view token, std::size_t rank, const char* what) {
+    const auto id = vocab.find(token);
+    if (!id)
+      fail(label, "model.merges[" + std::to_string(rank) + "]: " + what + " \"" + std::string(token) +
+                      "\" is not in the vocabulary");
+    return *id;
   };
+  std::string joined;
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
-    const std::string field = "model.merges[" + std::to_string(rank) + "]";
-    const auto [left, right] = merge_parts(merges[rank], label, field);
-    const int32_t a = id_of(left, field, "left part"), b = id_of(right, field, "right part");
-    const int32_t merged = id_of(left + right, field, "the merged token");
-    table.insert(a, b, MergeEntry{static_cast<uint32_t>(rank), merged});
+    const auto& [left, right] = merges[rank];
+    const int32_t a = id_of(left, rank, "left part"), b = id_of(right, rank, "right part");
+    joined.assign(left).append(right);
+    table.insert(a, b, MergeEntry{static_cast<uint32_t>(rank), id_of(joined, rank, "the merged token")});
   }
   t.bpe = std::make_unique<BpeModel>(std::move(table), byte_ids);
 }
@@ -269,11 +307,11 @@ void read_added_tokens(const json& doc, const std::string& label, TokenizerImpl&
     tok.normalized = optional_bool(a, "normalized", !tok.special, label, field);
     for (const AddedToken& other : t.added)
       if (other.content == tok.content) fail(label, field + ".content: \"" + tok.content + "\" is added twice");
-    const auto known = t.id_to_token.find(tok.id);
-    if (known == t.id_to_token.end())
+    const std::string* known = vocab_token(t, tok.id);
+    if (!known)
       t.vocab_size = std::max(t.vocab_size, tok.id + 1);
-    else if (known->second != tok.content)
-      fail(label, field + ".id: " + std::to_string(tok.id) + " is the vocabulary's \"" + known->second + "\", not \"" +
+    else if (*known != tok.content)
+      fail(label, field + ".id: " + std::to_string(tok.id) + " is the vocabulary's \"" + *known + "\", not \"" +
                       tok.content + "\"");
     t.added_by_id[tok.id] = t.added.size();
     t.added.push_back(std::move(tok));
@@ -283,7 +321,8 @@ void read_added_tokens(const json& doc, const std::string& label, TokenizerImpl&
 }  // namespace
 
 std::shared_ptr<const TokenizerImpl> load_tokenizer_json(std::string_view text, const std::string& label) {
-  const json doc = parse_json_text(text, label, "tokenizer");
+  const TokenizerDocument document = parse_tokenizer_document(text, label);
+  const json& doc = document.doc;
   if (!doc.is_object()) fail(label, "expected a JSON object");
   only_keys(doc, {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer", "post_processor",
                   "decoder", "model"},
@@ -298,13 +337,14 @@ std::shared_ptr<const TokenizerImpl> load_tokenizer_json(std::string_view text, 
   const std::string type = model.contains("type") && model["type"].is_string() ? model["type"].get<std::string>() : "";
   if (type == "WordLevel") {
     t->kind = ModelKind::word_level;
-    read_word_level(model, label, *t);
+    read_word_level(document, label, *t);
   } else if (type == "BPE") {
     t->kind = ModelKind::bpe;
-    read_bpe(model, label, *t);
+    read_bpe(document, label, *t);
   } else {
     fail(label, "model.type: \"" + type + "\" is not supported (stepmix reads WordLevel and byte-level BPE tokenizers)");
   }
+  index_by_id(*t, label);
   read_added_tokens(doc, label, *t);
 
   read_normalizer(doc.value("normalizer", json()), label, "normalizer", *t);

@@ -65,11 +65,21 @@ TEST(Qwen3Golden, EveryDecodeCase) {
   }
 }
 
+// Read from the files, not assumed.
+void expect_control_ids(const PromptModel& model) {
+  EXPECT_EQ(model.eos_id(), 151645);  // tokenizer_config.json eos_token <|im_end|>
+  EXPECT_EQ(model.vision_start_id(), 151652);
+  EXPECT_EQ(model.tokenizer().vocab_size(), 151669);
+  EXPECT_EQ(model.tokenizer().model_kind(), ModelKind::bpe);
+  EXPECT_TRUE(model.default_use_system_prompt());  // a bare tokenizer folder: no model_index.json
+}
+
 TEST(Qwen3Golden, EveryPromptCase) {
   const PromptModel model = PromptModel::open(test::Qwen3Folder::path());
   ASSERT_TRUE(model.is_cosmos3_chat());
   ASSERT_TRUE(model.chat_template());
   EXPECT_EQ(model.chat_template()->name, "Qwen3-VL-Instruct");
+  expect_control_ids(model);
   const auto cases = read_jsonl(qwen3_path("prompts.jsonl"));
   ASSERT_EQ(cases.size(), 53u);
   int refused = 0;
@@ -97,15 +107,6 @@ TEST(Qwen3Golden, EveryPromptCase) {
         << id;
   }
   EXPECT_EQ(refused, 1);
-}
-
-TEST(Qwen3Golden, ControlIdsAreReadFromTheFiles) {
-  const PromptModel model = PromptModel::open(test::Qwen3Folder::path());
-  EXPECT_EQ(model.eos_id(), 151645);  // tokenizer_config.json eos_token <|im_end|>
-  EXPECT_EQ(model.vision_start_id(), 151652);
-  EXPECT_EQ(model.tokenizer().vocab_size(), 151669);
-  EXPECT_EQ(model.tokenizer().model_kind(), ModelKind::bpe);
-  EXPECT_TRUE(model.default_use_system_prompt());  // a bare tokenizer folder: no model_index.json
 }
 
 // The older serialisation writes each merge as one "a b" string; both forms
