@@ -3,6 +3,7 @@
 // pre-tokenize, model.
 #include "text/tokenizer.hpp"
 
+#include <algorithm>
 #include <cctype>
 
 #include "io/json_input.hpp"
@@ -56,7 +57,10 @@ void bpe_pieces(const TokenizerImpl& t, std::string_view text, std::size_t step,
     t.bpe->encode_word(text, ids);
     return;
   }
-  std::vector<std::pair<std::size_t, std::size_t>> matches;
+  // One match list per Split step and thread, reused across calls.
+  thread_local std::vector<std::vector<std::pair<std::size_t, std::size_t>>> scratch;
+  if (scratch.size() < t.splits.size()) scratch.resize(t.splits.size());
+  auto& matches = scratch[step];
   t.splits[step]->find_all(text, matches);
   std::size_t prev = 0;
   for (const auto& [b, e] : matches) {
@@ -67,11 +71,18 @@ void bpe_pieces(const TokenizerImpl& t, std::string_view text, std::size_t step,
   if (prev < text.size()) bpe_pieces(t, text.substr(prev), step + 1, ids);
 }
 
-std::string normalize(const TokenizerImpl& t, std::string_view piece) {
-  std::string s = t.nfc ? nfc(piece) : std::string(piece);
-  if (t.lowercase)
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
+// The normalised piece: `piece` itself when normalising leaves it as it is
+// (NFC of ASCII text), else a copy in `storage`.
+std::string_view normalize(const TokenizerImpl& t, std::string_view piece, std::string& storage) {
+  if (t.lowercase) {
+    storage.assign(piece);
+    for (char& c : storage) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return storage;
+  }
+  if (!t.nfc || std::all_of(piece.begin(), piece.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
+    return piece;
+  storage = nfc(piece);
+  return storage;
 }
 
 void model_pieces(const TokenizerImpl& t, std::string_view normalized, std::vector<int64_t>& ids) {
@@ -95,14 +106,16 @@ std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
   const TokenizerImpl& t = *impl_;
   require_utf8(text, "tokenizer", t.label + ": text to encode");
   std::vector<int64_t> ids;
+  ids.reserve(text.size() / 3 + 8);  // English runs at about 4 bytes per id
   std::vector<Segment> raw, normalized_segments;
+  std::string storage;
   t.raw_added.split(text, raw);
   for (const Segment& s : raw) {
     if (s.id >= 0) {
       ids.push_back(s.id);
       continue;
     }
-    const std::string normalized = normalize(t, text.substr(s.begin, s.end - s.begin));
+    const std::string_view normalized = normalize(t, text.substr(s.begin, s.end - s.begin), storage);
     if (t.normalized_added.empty()) {
       model_pieces(t, normalized, ids);
       continue;
@@ -113,7 +126,7 @@ std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
       if (n.id >= 0)
         ids.push_back(n.id);
       else
-        model_pieces(t, std::string_view(normalized).substr(n.begin, n.end - n.begin), ids);
+        model_pieces(t, normalized.substr(n.begin, n.end - n.begin), ids);
     }
   }
   return ids;
