@@ -3,15 +3,15 @@
 text as JSONL chunks of about 4 kB ({"text": ...} per line), and one 4 kB
 JSON caption of the kind Cosmos3 prompts are (caption.txt).
 
-The material is the Qwen3 golden texts (20 categories: many scripts, emoji,
-code, JSON captions, whitespace runs) and the repository's own Markdown,
-with the golden texts that hold non-ASCII characters drawn as often as the
-rest; lines are drawn with a fixed seed, so every run tokenizes the same
-bytes (the script prints the share of non-ASCII bytes).
+The material is fixed data of the repository, so every run of every checkout
+tokenizes the same bytes: the Qwen3 golden texts (20 categories: many
+scripts, emoji, code, JSON captions, whitespace runs) and, for English
+prose, the Apache License text kept beside them; the golden texts that hold
+non-ASCII characters are drawn as often as the rest, lines with a fixed
+seed (the script prints the share of non-ASCII bytes).
 
 usage: make_tokenizer_text.py REPO_ROOT OUT_DIR [MEGABYTES]
 """
-import glob
 import json
 import os
 import random
@@ -25,9 +25,8 @@ golden_texts = [json.loads(l)["text"] for l in open(os.path.join(golden, "encode
 prompts = [json.loads(l) for l in open(os.path.join(golden, "prompts.jsonl"), encoding="utf-8")]
 golden_texts += [p["prompt"] for p in prompts] + [p["negative_prompt"] for p in prompts if p["negative_prompt"]]
 non_ascii = [t for t in golden_texts if any(ord(c) > 0x7F for c in t)]
-docs = []
-for path in sorted(glob.glob(os.path.join(root, "*.md")) + glob.glob(os.path.join(root, "docs", "*.md"))):
-    docs += [line for line in open(path, encoding="utf-8").read().split("\n") if line.strip()]
+licence = open(os.path.join(golden, "text_tokenizer", "LICENSE"), encoding="utf-8").read()
+prose = [line.strip() for line in licence.split("\n") if line.strip()]
 
 rng = random.Random(20240611)
 chunks, total = [], 0
@@ -35,7 +34,7 @@ while total < target:
     parts, size = [], 0
     while size < 4000:
         r = rng.random()
-        source = non_ascii if r < 0.35 else golden_texts if r < 0.7 else docs
+        source = non_ascii if r < 0.35 else golden_texts if r < 0.7 else prose
         piece = rng.choice(source)
         parts.append(piece)
         size += len(piece.encode("utf-8")) + 1
