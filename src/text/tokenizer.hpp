@@ -13,7 +13,7 @@
 // Both: added tokens matched in the raw text before normalisation (or in the
 // normalised text for `normalized` ones), leftmost-longest, honouring
 // special / lstrip / rstrip / single_word. Encoding adds nothing (no BOS or
-// EOS); the prompt builder (text/prompt.hpp) appends the control ids.
+// EOS); the prompt builder (text/prompt_model.hpp) appends the control ids.
 #pragma once
 
 #include <cstdint>
