@@ -49,7 +49,7 @@ TEST(ComparePrompts, TextIdsLabelsAndJsonLines) {
   TempModel model;
   const ModelDirectory dir = ModelDirectory::open(model.root.string());
   PromptEncoder prompt_encoder(dir);
-  const PromptEncoderFn encoder = [&](const std::string& t) { return prompt_encoder.encode(t); };
+  const PromptEncoderFn encoder = [&](const std::string& t) { return prompt_encoder.encode(t, {}); };
   const auto prompts = read_compare_prompts(model.write_prompts("# header\n"
                                                                 "a coat\n"
                                                                 "\n"
@@ -75,7 +75,7 @@ TEST(ComparePrompts, ErrorsNameTheLine) {
   TempModel model;
   const ModelDirectory dir = ModelDirectory::open(model.root.string());
   PromptEncoder prompt_encoder(dir);
-  const PromptEncoderFn encoder = [&](const std::string& t) { return prompt_encoder.encode(t); };
+  const PromptEncoderFn encoder = [&](const std::string& t) { return prompt_encoder.encode(t, {}); };
   auto error_of = [&](const std::string& text) -> std::string {
     try {
       read_compare_prompts(model.write_prompts(text), encoder);

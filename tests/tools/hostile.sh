@@ -293,7 +293,7 @@ def model_dir(name, files):
         os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
         open(os.path.join(root, rel), "w").write(text)
 
-model_dir("dir_tokenizer", {"text_tokenizer/tokenizer.json": '{"model": {"type": "BPE", "vocab": {}}}'})
+model_dir("dir_tokenizer", {"text_tokenizer/tokenizer.json": '{"model": {"type": "Unigram", "vocab": []}}'})
 model_dir("dir_tokenizer_deep", {"text_tokenizer/tokenizer.json": "[" * 300000 + "]" * 300000})
 model_dir("dir_scheduler", {"scheduler/scheduler_config.json": json.dumps({
     "_class_name": "UniPCMultistepScheduler", "prediction_type": "flow_prediction", "use_flow_sigmas": True,
@@ -474,7 +474,7 @@ gen latent_not_int "--latent-shape" "expected comma-separated integers" --model 
   --latent-shape 4,1,99999999999999999999,4
 gen frames_huge "latent 4,500000000,125000000,125000000" "larger than the limit" --model "$fp8" "${ids[@]}" \
   --height 2000000000 --width 2000000000 --frames 2000000000
-gen tokenizer "$tmp/dir_tokenizer/text_tokenizer/tokenizer.json" "model.type: \"BPE\" is not supported" \
+gen tokenizer "$tmp/dir_tokenizer/text_tokenizer/tokenizer.json" "model.type: \"Unigram\" is not supported" \
   --model "$tmp/dir_tokenizer" --prompt "a boot" --latent-shape 4,1,4,4
 gen tokenizer_deep "$tmp/dir_tokenizer_deep/text_tokenizer/tokenizer.json" "nested deeper than" \
   --model "$tmp/dir_tokenizer_deep" --prompt "a boot" --latent-shape 4,1,4,4
