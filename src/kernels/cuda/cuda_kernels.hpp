@@ -145,6 +145,9 @@ void silu_gate_bf16(const uint16_t* gate, const uint16_t* up, int64_t count, uin
 void relu_squared_bf16(uint16_t* x, int64_t count, StreamHandle stream);
 // residual[i] += float(y[i]).
 void add_bf16_to_f32(float* residual, const uint16_t* y, int64_t count, StreamHandle stream);
+// x[r, :] += row[:] for r < rows, x [rows, n] and row [n] float32 (one
+// embedding row added to a frame's tokens); bit-exact with the CPU's add_f32.
+void add_row_f32(float* x, int64_t rows, int64_t n, const float* row, StreamHandle stream);
 void widen_bf16(const uint16_t* x, int64_t count, float* out, StreamHandle stream);
 void round_to_bf16(const float* x, int64_t count, uint16_t* out, StreamHandle stream);
 

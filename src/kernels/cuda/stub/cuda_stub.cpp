@@ -65,6 +65,8 @@ void Stream::synchronize() const { without_cuda("cudaStreamSynchronize"); }
 void synchronize(StreamHandle, const char* operation) { without_cuda(operation); }
 void fill_zero(void*, std::size_t, StreamHandle) { without_cuda("fill_zero"); }
 void copy_device(void*, const void*, std::size_t, StreamHandle) { without_cuda("copy_device"); }
+void copy_to_device(void*, const void*, std::size_t, StreamHandle) { without_cuda("copy_to_device"); }
+void copy_to_host(void*, const void*, std::size_t, StreamHandle) { without_cuda("copy_to_host"); }
 
 StreamTimer::StreamTimer() { without_cuda("cudaEventCreate"); }
 StreamTimer::~StreamTimer() = default;
@@ -125,6 +127,7 @@ void silu_gate_bf16(const uint16_t*, const uint16_t*, int64_t, uint16_t*, Stream
 }
 void relu_squared_bf16(uint16_t*, int64_t, StreamHandle) { without_cuda("relu_squared_bf16"); }
 void add_bf16_to_f32(float*, const uint16_t*, int64_t, StreamHandle) { without_cuda("add_bf16_to_f32"); }
+void add_row_f32(float*, int64_t, int64_t, const float*, StreamHandle) { without_cuda("add_row_f32"); }
 void widen_bf16(const uint16_t*, int64_t, float*, StreamHandle) { without_cuda("widen_bf16"); }
 void round_to_bf16(const float*, int64_t, uint16_t*, StreamHandle) { without_cuda("round_to_bf16"); }
 
