@@ -30,6 +30,19 @@ namespace stepmix {
 
 class Linear;
 
+// Backend memory a run needs in all, for the up-front check of a backend
+// with memory of its own (model/memory_estimate.hpp makes it).
+struct MemoryEstimate {
+  std::size_t weights = 0;           // device copies of the Linears and norm weights
+  std::size_t understanding_kv = 0;  // the cached K/V of every prompt
+  std::size_t scratch = 0;           // forward workspace, activation codes, decoded weights, GEMM workspace
+  std::size_t total() const { return weights + understanding_kv + scratch; }
+};
+
+// The one line a CUDA run with float32 activations gets.
+inline constexpr const char* kF32ActivationsAreCpuOnly =
+    "--activations f32 is CPU-only; use --activations bf16 with --device cuda";
+
 // A block of backend memory, freed with the object.
 class BackendBuffer {
  public:
@@ -60,6 +73,16 @@ class Backend {
   // The host vector must outlive the backend's use of it (the model's
   // weights); the CPU returns host.data().
   virtual const float* resident(const std::vector<float>& host) = 0;
+
+  // ---- memory of the backend's own (the CPU reports none and checks nothing)
+  // Bytes its buffers hold now, and the most they held at once since
+  // reset_memory_peak().
+  virtual std::size_t memory_held() const { return 0; }
+  virtual std::size_t memory_peak() const { return 0; }
+  virtual void reset_memory_peak() {}
+  // Refuses up front, with stepmix::Error naming `what`, the estimate and
+  // what is free, a run that would not fit beside what is held already.
+  virtual void require_memory(const MemoryEstimate& estimate, const std::string& what) {}
 
   // ---- Linears: ys[i] = linears[i](x), x [M, in] → ys[i] [M, out_i], at the
   // step precision (Linear::forward_sharing_input: siblings reading the same
@@ -102,6 +125,9 @@ Backend& cpu_backend();
 // The backend of `device`; throws stepmix::Error naming what is missing
 // (a build without CUDA, no driver, no GPU).
 Backend& backend_for(Device device);
+// The same, refusing what the backend cannot run: float32 activations on CUDA
+// (kF32ActivationsAreCpuOnly).
+Backend& backend_for(Device device, ActivationDType activations);
 // Set by the CUDA build (cuda_backend.cpp) or the stub (cuda_stub.cpp).
 Backend& cuda_backend();
 

@@ -7,6 +7,7 @@
 #include "core/parallel.hpp"
 #include "kernels/kernel_set.hpp"
 #include "quant/linear.hpp"
+#include "stepmix/error.hpp"
 
 namespace stepmix {
 namespace {
@@ -116,5 +117,11 @@ Backend& cpu_backend() {
 }
 
 Backend& backend_for(Device device) { return device == Device::Cuda ? cuda_backend() : cpu_backend(); }
+
+Backend& backend_for(Device device, ActivationDType activations) {
+  Backend& backend = backend_for(device);  // first: a missing GPU is the thing to say
+  if (device == Device::Cuda && activations == ActivationDType::F32) throw Error("cuda", kF32ActivationsAreCpuOnly);
+  return backend;
+}
 
 }  // namespace stepmix

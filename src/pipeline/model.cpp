@@ -8,6 +8,7 @@
 
 #include "io/checkpoint.hpp"
 #include "io/safetensors.hpp"
+#include "model/memory_estimate.hpp"
 #include "model/transformer.hpp"
 #include "pipeline/denoise.hpp"
 #include "pipeline/model_setup.hpp"
@@ -22,7 +23,7 @@ struct Model::Impl {
       : dir(std::move(d)),
         options(o),
         defaults(read_model_defaults(dir)),
-        transformer(Cosmos3Transformer::load(dir, o.weight_cache, backend_for(o.device))),
+        transformer(Cosmos3Transformer::load(dir, o.weight_cache, backend_for(o.device, o.activations))),
         sequence(read_sequence_settings(dir.config, dir.config_path)),
         encoder(dir) {}
 
@@ -170,6 +171,12 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
   request.activations = m.options.activations;
   request.noise = r.noise ? *r.noise : NormalGenerator(r.seed).normals(std::size_t(C * T * H * W));
 
+  // A GPU run that would not fit is refused before the first step.
+  const std::array<int64_t, 2> prompts{int64_t(p.cond_ids.size()), int64_t(p.uncond_ids.size())};
+  const PatchGrid grid{C, T, H, W, m.transformer.config().latent_patch_size};
+  require_run_memory(m.transformer, std::span(prompts.data(), p.uncond_ids.empty() ? 1 : 2), grid, grid.tokens(),
+                     m.options.activations, "generate at latent " + shape_string({1, C, T, H, W}));
+
   auto scheduler = sched::make_scheduler(m.scheduler_config(r, T));
   StepController controller(p.plan);
   CallbackObserver observer(callbacks);
@@ -204,6 +211,9 @@ int64_t Model::weight_bytes_resident() const {
 
 int64_t Model::weight_cache_bytes() const { return int64_t(impl_->transformer.weight_cache_bytes()); }
 
+int64_t Model::device_memory_peak_bytes() const { return int64_t(impl_->transformer.backend().memory_peak()); }
+void Model::reset_device_memory_peak() { impl_->transformer.backend().reset_memory_peak(); }
+
 std::vector<NamedTensor> Model::forward_file(const std::string& inputs_path,
                                                     std::optional<Precision> precision, bool dump_hidden) {
   Cosmos3Transformer& t = impl_->transformer;
@@ -219,9 +229,13 @@ std::vector<NamedTensor> Model::forward_file(const std::string& inputs_path,
                                " is a BF16 checkpoint without FP8 Linears; use --precision dense or an FP8 checkpoint");
 
   const auto file = SafetensorsFile::open(inputs_path);
+  const ForwardInputs inputs = read_forward_inputs(*file);
+  const ForwardGeometry geometry = resolve_forward_geometry(inputs, t.config());
+  const std::array<int64_t, 1> prompt{geometry.und_len};
+  require_run_memory(t, prompt, geometry.grid, geometry.noisy_tokens(), impl_->options.activations,
+                     "forward of " + inputs_path);
   ForwardDebug debug;
-  HostTensor velocity = t.forward(read_forward_inputs(*file),
-                                  {p, p, impl_->options.activations, dump_hidden ? &debug : nullptr});
+  HostTensor velocity = t.forward(inputs, {p, p, impl_->options.activations, dump_hidden ? &debug : nullptr});
   std::vector<NamedTensor> out{{"velocity", std::move(velocity.shape), std::move(velocity.data)}};
   for (auto& [name, tensor] : debug.tensors) out.push_back({name, std::move(tensor.shape), std::move(tensor.data)});
   return out;
