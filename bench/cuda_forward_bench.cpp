@@ -15,11 +15,13 @@
 //
 // Per (layers, mode, tokens): the first forward (weights uploaded, plans
 // made) is not timed; then the understanding prefill (a forward with the
-// cache cleared, minus a warm one) and `reps` timed warm forwards, each the
-// whole call: latent in from the host, velocity out to the host. Modes:
-// dense (BF16 checkpoint), w8a16, w8a8 (FP8 checkpoint), both towers at the
-// mode. Also the host's part of a denoising step at that latent size (CFG
-// combination and a UniPC update). One JSON object per line.
+// cache cleared, minus a warm one) and `reps` timed warm forwards, each a
+// whole call as the denoising loop makes it (Cosmos3Transformer::
+// forward_resident: latent and velocity in device memory, the host waiting
+// for the velocity). Modes: dense (BF16 checkpoint), w8a16, w8a8 (FP8
+// checkpoint), both towers at the mode. Also the loop's own part of a step on
+// the device at that latent size (CFG combination and a UniPC update). One
+// JSON object per line.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -34,6 +36,7 @@
 #include "backend/backend.hpp"
 #include "io/checkpoint.hpp"
 #include "kernels/cuda/cuda_device.hpp"
+#include "kernels/cuda/cuda_kernels.hpp"
 #include "model/transformer.hpp"
 #include "sched/config.hpp"
 #include "sched/scheduler.hpp"
@@ -137,21 +140,31 @@ void time_model(const Options& o, int64_t layers, const std::string& mode_name, 
   Cosmos3Transformer model = Cosmos3Transformer::load(ModelDirectory::open(folder), WeightCache::None, cuda_backend());
   const ForwardOptions options{mode, mode, ActivationDType::BF16};
   for (int64_t tokens : o.tokens) {
-    const ForwardInputs cond = nano_inputs(shape, tokens, o.text, 1), uncond = nano_inputs(shape, tokens, o.text, 2);
+    ForwardInputs cond = nano_inputs(shape, tokens, o.text, 1), uncond = nano_inputs(shape, tokens, o.text, 2);
     cuda::reset_peak_allocated_bytes();
+    const std::size_t bytes = cond.latent.data.size() * sizeof(float);
+    cuda::DeviceBuffer latent(bytes), velocity(bytes);
+    latent.upload(cond.latent.data.data(), bytes);
+    cond.latent.data.clear();
+    uncond.latent.data.clear();
+    const auto forward = [&](const ForwardInputs& in) {
+      model.forward_resident(in, latent.as<float>(), velocity.as<float>(), options);
+      float first = 0;  // waits for the backend's stream: the step's next operation needs the velocity
+      model.backend().download(&first, velocity.data(), sizeof first);
+    };
     auto start = Clock::now();
-    model.forward(cond, options);  // uploads the weights (first token count only), makes the plans
+    forward(cond);  // uploads the weights (first token count only), makes the plans
     const double first_ms = ms_since(start);
-    model.forward(uncond, options);
+    forward(uncond);
     std::vector<double> warm;
     for (int r = 0; r < o.reps; ++r) {
       start = Clock::now();
-      model.forward(r % 2 ? uncond : cond, options);
+      forward(r % 2 ? uncond : cond);
       warm.push_back(ms_since(start));
     }
     model.understanding_cache().clear();
     start = Clock::now();
-    model.forward(cond, options);
+    forward(cond);
     const double cold_ms = ms_since(start);
     std::printf("{\"impl\": \"stepmix\", \"bench\": \"forward\", \"mode\": \"%s\", \"layers\": %lld, \"tokens\": %lld, "
                 "\"text\": %lld, \"ms\": %.3f, \"samples\": %s, \"prefill_ms\": %.3f, \"first_ms\": %.3f, "
@@ -163,27 +176,39 @@ void time_model(const Options& o, int64_t layers, const std::string& mode_name, 
   }
 }
 
-// The host's share of one denoising step at this latent size: the CFG
-// combination of the loop and a UniPC update.
-void host_step(const Options& o) {
+// The loop's own share of one denoising step on the device at this latent
+// size: the CFG combination and a UniPC update (a second-order step with its
+// corrector), timed on the stream.
+void loop_step(const Options& o) {
   for (int64_t tokens : o.tokens) {
     const auto [T, H, W] = latent_of(tokens);
-    const std::size_t n = std::size_t(48 * T * H * W);
-    std::vector<float> latent(n, 0.5f), v_cond(n, 0.25f), v_uncond(n, 0.125f), guided(n);
+    const int64_t n = 48 * T * H * W;
+    const std::size_t bytes = std::size_t(n) * sizeof(float);
+    cuda::DeviceBuffer latent(bytes), v_cond(bytes), v_uncond(bytes), guided(bytes), history(4 * bytes);
+    cuda::fill_uniform_f32(latent.as<float>(), n, 1, -1.0f, 1.0f, nullptr);
+    cuda::fill_uniform_f32(v_cond.as<float>(), n, 2, -1.0f, 1.0f, nullptr);
+    cuda::fill_uniform_f32(v_uncond.as<float>(), n, 3, -1.0f, 1.0f, nullptr);
+    cuda::fill_zero(history.data(), 4 * bytes, nullptr);
+    float* h = history.as<float>();
+    sched::LatentHistory hist{h, h + n, h + 2 * n, h + 3 * n};
     sched::SchedulerConfig config;  // UniPC
     config.unipc.flow_shift = 10.0;
     auto scheduler = sched::make_scheduler(config);
     scheduler->set_timesteps(35);
+    cuda::StreamTimer timer;
     std::vector<double> ms;
     for (int step = 0; step < 4; ++step) {
-      const auto start = Clock::now();
-      for (std::size_t k = 0; k < n; ++k) guided[k] = v_uncond[k] + 6.0f * (v_cond[k] - v_uncond[k]);
-      scheduler->step(guided.data(), scheduler->timesteps()[std::size_t(step)], latent.data(), n);
-      ms.push_back(ms_since(start));
+      const sched::LatentStep s = scheduler->begin_latent_step(scheduler->timesteps()[std::size_t(step)], std::size_t(n));
+      timer.start(nullptr);
+      cuda::cfg_combine(v_uncond.as<float>(), v_cond.as<float>(), n, 6.0f, guided.as<float>(), nullptr);
+      cuda::unipc_step_f32(s.unipc, n, latent.as<float>(), guided.as<float>(), hist.x0_prev2, hist.x0_prev,
+                           hist.x0_now, hist.last_sample, nullptr);
+      ms.push_back(timer.stop_ms(nullptr));
+      hist.advance();
     }
-    std::printf("{\"impl\": \"stepmix\", \"bench\": \"host_step\", \"tokens\": %lld, \"latent_values\": %zu, "
+    std::printf("{\"impl\": \"stepmix\", \"bench\": \"loop_step\", \"tokens\": %lld, \"latent_values\": %lld, "
                 "\"ms\": %.3f, \"samples\": %s}\n",
-                (long long)tokens, n, median(ms), list(ms).c_str());
+                (long long)tokens, (long long)n, median(ms), list(ms).c_str());
     std::fflush(stdout);
   }
 }
@@ -207,7 +232,7 @@ int run(const Options& o) {
     time_model(o, layers, "w8a16", Precision::W8A16);
     time_model(o, layers, "w8a8", Precision::W8A8);
   }
-  host_step(o);
+  loop_step(o);
   return 0;
 }
 

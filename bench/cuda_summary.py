@@ -14,8 +14,8 @@ all-W8A8; a full 35-step 720p / 189-frame Nano generation estimated <= 150 s.
 The forward records (bench_cuda_forward, bench/cuda_peer_forward.py) come at
 two layer counts; a forward is fitted as fixed + layers x per-layer and
 extrapolated to Nano's 36 layers. A denoising step is two forwards (the CFG
-passes) plus the host's CFG combination and scheduler update (stepmix
-measures it; the peer, which keeps everything on the GPU, is given none).
+passes) plus the loop's CFG combination and scheduler update on the device
+(stepmix measures it, "loop_step"; the peer is given none).
 """
 import json
 import sys
@@ -126,7 +126,7 @@ def forward_section(ours, peer, lines, summary):
     if s8 is None or s16 is None:
         return
 
-    host = next((r["ms"] for r in ours if r.get("bench") == "host_step" and r.get("tokens") == big), 0.0)
+    host = next((r["ms"] for r in ours if r.get("bench") == "loop_step" and r.get("tokens") == big), 0.0)
     prefill = {mode: at_layers(fitted(ours, "stepmix", mode, big, "prefill_ms"), NANO_LAYERS) or 0.0
                for mode in ("w8a16", "w8a8")}
     step8, step16 = 2 * s8 + host, 2 * s16 + host
@@ -137,13 +137,13 @@ def forward_section(ours, peer, lines, summary):
     all8_ms = 35 * step8 + 2 * prefill["w8a8"]
     overhead = mixed_ms / all8_ms - 1
     lines.append("")
-    lines.append("35 steps at %d tokens, %d layers (a step: 2 forwards + %.1f ms on the host):" % (big, NANO_LAYERS,
-                                                                                                   host))
+    lines.append("35 steps at %d tokens, %d layers (a step: 2 forwards + %.2f ms of CFG and UniPC):" % (
+        big, NANO_LAYERS, host))
     lines.append("  step W8A8 %.0f ms, W8A16 %.0f ms; understanding prefill of one prompt W8A16 %.0f ms, W8A8 %.0f ms"
                  % (step8, step16, prefill["w8a16"], prefill["w8a8"]))
     lines.append("  mixed W8A16x3 / W8A8x29 / W8A16x3: %.1f s; all-W8A8: %.1f s; mixed over all-W8A8: %+.1f%%" % (
         mixed_ms / 1000, all8_ms / 1000, 100 * overhead))
-    section["schedule"] = {"tokens": big, "step_w8a8_ms": step8, "step_w8a16_ms": step16, "host_step_ms": host,
+    section["schedule"] = {"tokens": big, "step_w8a8_ms": step8, "step_w8a16_ms": step16, "loop_step_ms": host,
                            "prefill_ms": prefill, "mixed_s": mixed_ms / 1000, "all_w8a8_s": all8_ms / 1000,
                            "mixed_over_all_w8a8": overhead}
     summary["targets"].append({"target": "mixed schedule <= 3%% over all-W8A8 (35 steps, %d layers, fitted)"

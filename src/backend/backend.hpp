@@ -9,7 +9,9 @@
 //
 // Pointers handed to the operations point into backend memory (buffers from
 // allocate() or resident constants); host data crosses with upload() and
-// download(). Activations are float32 or bf16 (uint16_t bits): each operation
+// download(). The denoising loop's own arithmetic (patchify, CFG, the
+// scheduler update) is here too, so that a backend keeps the latent in its
+// memory for the whole loop. Activations are float32 or bf16 (uint16_t bits): each operation
 // comes in both, with the semantics of src/kernels/ (attention.hpp,
 // pointwise.hpp, linear_kernels.hpp). The residual stream is always float32.
 #pragma once
@@ -21,8 +23,10 @@
 #include <string>
 #include <vector>
 
+#include "core/vision_tokens.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/pointwise.hpp"
+#include "sched/latent_step.hpp"
 #include "stepmix/policy.hpp"
 #include "stepmix/runtime.hpp"
 
@@ -118,6 +122,22 @@ class Backend {
   virtual void add_row(float* x, int64_t rows, int64_t n, const float* row) = 0;
   virtual void widen_bf16(const uint16_t* x, int64_t count, float* out) = 0;
   virtual void round_to_bf16(const float* x, int64_t count, uint16_t* out) = 0;
+
+  // ---- the denoising loop on a latent in backend memory, float32, with the
+  // host loop's arithmetic bit for bit (core/vision_tokens.hpp,
+  // pipeline/denoise.cpp, sched/latent_step.hpp)
+  virtual void patchify(const float* latent, const PatchGrid& grid, float* patches) = 0;
+  // noisy_frames: host memory.
+  virtual void unpatchify(const float* patches, const PatchGrid& grid, std::span<const int64_t> noisy_frames,
+                          float* out) = 0;
+  // guided[i] = v_uncond[i] + g·(v_cond[i] − v_uncond[i]).
+  virtual void cfg_combine(const float* v_uncond, const float* v_cond, int64_t count, float guidance,
+                           float* guided) = 0;
+  // False when any of x [count] is NaN or ±inf (core/non_finite.hpp).
+  virtual bool all_finite(const float* x, int64_t count) = 0;
+  // x [count] ← the scheduler's step from v; UniPC reads and writes `history`.
+  virtual void scheduler_step(const sched::LatentStep& step, int64_t count, float* x, const float* v,
+                              const sched::LatentHistory& history) = 0;
 };
 
 // The CPU backend (one per process is enough: it holds no model state).

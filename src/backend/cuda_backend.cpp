@@ -180,6 +180,35 @@ class CudaBackend final : public Backend {
     cuda::round_to_bf16(x, count, out, stream());
   }
 
+  // ---- the denoising loop
+  void patchify(const float* latent, const PatchGrid& grid, float* patches) override {
+    cuda::patchify(latent, grid, patches, stream());
+  }
+  void unpatchify(const float* patches, const PatchGrid& grid, std::span<const int64_t> noisy_frames,
+                  float* out) override {
+    cuda::unpatchify(patches, grid, noisy_frames.data(), int64_t(noisy_frames.size()), out, stream());
+  }
+  void cfg_combine(const float* v_uncond, const float* v_cond, int64_t count, float guidance,
+                   float* guided) override {
+    cuda::cfg_combine(v_uncond, v_cond, count, guidance, guided, stream());
+  }
+  bool all_finite(const float* x, int64_t count) override {
+    uint32_t* flag = grown<uint32_t>(flag_, 1);
+    cuda::fill_zero(flag, sizeof(uint32_t), stream());
+    cuda::flag_non_finite_f32(x, count, flag, stream());
+    uint32_t host = 0;
+    download(&host, flag, sizeof host);
+    return host == 0;
+  }
+  void scheduler_step(const sched::LatentStep& step, int64_t count, float* x, const float* v,
+                      const sched::LatentHistory& h) override {
+    if (step.kind == sched::LatentStep::Kind::Euler) {
+      cuda::euler_step(x, v, count, step.euler_dt, stream());
+    } else {
+      cuda::unipc_step_f32(step.unipc, count, x, v, h.x0_prev2, h.x0_prev, h.x0_now, h.last_sample, stream());
+    }
+  }
+
  private:
   struct Resident {
     std::vector<float> values;
@@ -198,6 +227,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<const float*, Resident> resident_;
   cuda::DeviceBuffer codes_;    // [M, in] E4M3 activation codes of the current W8A8 group
   cuda::DeviceBuffer decoded_;  // [out, in] bf16 Ŵ of the current uncached W8A16 Linear
+  cuda::DeviceBuffer flag_;     // all_finite's answer
   std::vector<uint8_t> host_codes_;
 };
 

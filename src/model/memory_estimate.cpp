@@ -55,7 +55,8 @@ std::size_t estimate_workspace_bytes(const Cosmos3Config& c, std::span<const int
 }
 
 MemoryEstimate estimate_run_memory(Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths,
-                                   const PatchGrid& grid, int64_t noisy_tokens, ActivationDType activations) {
+                                   const PatchGrid& grid, int64_t noisy_tokens, ActivationDType activations,
+                                   int64_t latent_buffers) {
   const Cosmos3Config& c = transformer.config();
   const std::size_t t = activations == ActivationDType::BF16 ? 2 : 4;
   const int64_t E = c.hidden_size, D = c.head_dim, F = grid.features();
@@ -88,14 +89,16 @@ MemoryEstimate estimate_run_memory(Cosmos3Transformer& transformer, std::span<co
   const int64_t rows = std::max(longest, grid.tokens());
   e.scratch += bytes_of(rows * max_in, 1);               // E4M3 activation codes
   if (uncached_fp8) e.scratch += bytes_of(max_weight, 2);  // one transient bf16 Ŵ
+  e.scratch += bytes_of(latent_buffers * grid.channels * grid.frames * grid.height * grid.width, 4);
   return e;
 }
 
 void require_run_memory(Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths, const PatchGrid& grid,
-                        int64_t noisy_tokens, ActivationDType activations, const std::string& what) {
+                        int64_t noisy_tokens, ActivationDType activations, const std::string& what,
+                        int64_t latent_buffers) {
   if (transformer.backend().device() == Device::Cpu) return;
   transformer.backend().require_memory(
-      estimate_run_memory(transformer, und_lengths, grid, noisy_tokens, activations), what);
+      estimate_run_memory(transformer, und_lengths, grid, noisy_tokens, activations, latent_buffers), what);
 }
 
 }  // namespace stepmix

@@ -27,11 +27,14 @@ namespace stepmix {
 //                     of the run), plus what the CUDA backend's Linears
 //                     allocate: E4M3 activation codes [rows, in], one
 //                     transient bf16 Ŵ (FP8 checkpoints without the weight
-//                     cache), the cuBLASLt workspace.
+//                     cache), the cuBLASLt workspace, and `latent_buffers`
+//                     float32 buffers of the latent's size the caller holds
+//                     (a denoising loop on the backend: denoise.hpp).
 // Not counted: the CUDA context and cuBLASLt's own allocations, outside what
 // cudaMemGetInfo reports as free once the backend is up.
 MemoryEstimate estimate_run_memory(Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths,
-                                   const PatchGrid& grid, int64_t noisy_tokens, ActivationDType activations);
+                                   const PatchGrid& grid, int64_t noisy_tokens, ActivationDType activations,
+                                   int64_t latent_buffers = 0);
 
 // The forward workspace part of the estimate alone (what
 // Cosmos3Transformer::workspace_bytes() reaches after the run's forwards).
@@ -41,6 +44,7 @@ std::size_t estimate_workspace_bytes(const Cosmos3Config& config, std::span<cons
 // estimate_run_memory checked by the transformer's backend (nothing on the
 // CPU); `what` names the request in the refusal.
 void require_run_memory(Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths, const PatchGrid& grid,
-                        int64_t noisy_tokens, ActivationDType activations, const std::string& what);
+                        int64_t noisy_tokens, ActivationDType activations, const std::string& what,
+                        int64_t latent_buffers = 0);
 
 }  // namespace stepmix

@@ -4,9 +4,19 @@
 
 namespace stepmix {
 
-DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& scheduler, StepController& controller,
-                      const DenoiseRequest& request, const SequenceSettings& settings, DenoiseObserver* observer,
-                      const std::atomic<bool>* cancel) {
+namespace {
+
+// What both loops set up the same way: the checked request, the scheduler
+// set to the controller's N steps, the two passes' inputs.
+struct LoopSetup {
+  std::size_t numel = 0;
+  int N = 0;
+  bool cfg = false;
+  ForwardInputs cond, uncond;
+};
+
+LoopSetup set_up(sched::Scheduler& scheduler, const StepController& controller, const DenoiseRequest& request,
+                 const SequenceSettings& settings) {
   const auto [C, T, H, W] = request.latent_shape;
   const std::size_t numel = std::size_t(C * T * H * W);
   if (C <= 0 || T <= 0 || H <= 0 || W <= 0)
@@ -26,9 +36,28 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
                                 std::to_string(N) + " planned steps");
 
   // Sequence layout and position ids are fixed for the request.
-  ForwardInputs cond = make_pass_inputs(request.cond_ids, request.latent_shape, request.fps, settings);
-  ForwardInputs uncond;
-  if (cfg) uncond = make_pass_inputs(request.uncond_ids, request.latent_shape, request.fps, settings);
+  LoopSetup setup;
+  setup.numel = numel;
+  setup.N = N;
+  setup.cfg = cfg;
+  setup.cond = make_pass_inputs(request.cond_ids, request.latent_shape, request.fps, settings);
+  if (cfg) setup.uncond = make_pass_inputs(request.uncond_ids, request.latent_shape, request.fps, settings);
+  return setup;
+}
+
+}  // namespace
+
+DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& scheduler, StepController& controller,
+                      const DenoiseRequest& request, const SequenceSettings& settings, DenoiseObserver* observer,
+                      const std::atomic<bool>* cancel) {
+  if (transformer.backend().device() != Device::Cpu)
+    return denoise_on_backend(transformer, scheduler, controller, request, settings, observer, cancel);
+  LoopSetup setup = set_up(scheduler, controller, request, settings);
+  const std::size_t numel = setup.numel;
+  const int N = setup.N;
+  const bool cfg = setup.cfg;
+  ForwardInputs& cond = setup.cond;
+  ForwardInputs& uncond = setup.uncond;
 
   DenoiseResult result;
   std::vector<float> latent = request.noise;
@@ -63,6 +92,83 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
   result.trace = controller.recorded_trace();
   result.reasoner = controller.plan().reasoner;
   result.latent = std::move(latent);
+  return result;
+}
+
+DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Scheduler& scheduler,
+                                 StepController& controller, const DenoiseRequest& request,
+                                 const SequenceSettings& settings, DenoiseObserver* observer,
+                                 const std::atomic<bool>* cancel) {
+  LoopSetup setup = set_up(scheduler, controller, request, settings);
+  const std::size_t numel = setup.numel, bytes = numel * sizeof(float);
+  const int64_t n = int64_t(numel);
+  const int N = setup.N;
+  const bool cfg = setup.cfg;
+  setup.cond.latent.data.clear();  // the latent lives in backend memory; the inputs give its shape
+  setup.uncond.latent.data.clear();
+
+  // Backend memory: the latent, each pass's velocity, the guided velocity
+  // (CFG) and, for UniPC, its history (allocated at its first step).
+  Backend& b = transformer.backend();
+  const auto latent = b.allocate(bytes), v_cond = b.allocate(bytes);
+  const auto v_uncond = cfg ? b.allocate(bytes) : nullptr, guided = cfg ? b.allocate(bytes) : nullptr;
+  std::unique_ptr<BackendBuffer> history_memory;
+  sched::LatentHistory history;
+  b.upload(latent->data(), request.noise.data(), bytes);
+  const bool step_tensors = observer && (observer->wants_velocities() || observer->wants_latent());
+
+  DenoiseResult result;
+  auto run_scope = controller.run_scope();  // resets to native on every exit path
+  for (int i = 0; i < N; ++i) {
+    controller.begin_step(i);
+    const ForwardOptions options{controller.generation(), controller.reasoner(), request.activations};
+    if (observer) observer->on_step_begin(i, N, controller.generation(), controller.reasoner());
+    const double t = scheduler.timesteps()[std::size_t(i)];
+
+    auto run_pass = [&](ForwardInputs& in, CfgPass pass, BackendBuffer& velocity) {
+      in.timesteps.assign(1, float(t));
+      if (observer) observer->on_pass(i, pass);
+      ++result.transformer_calls;
+      transformer.forward_resident(in, latent->as<float>(), velocity.as<float>(), options);
+    };
+    run_pass(setup.cond, CfgPass::Conditional, *v_cond);
+    const float* v = v_cond->as<float>();
+    if (cfg) {
+      run_pass(setup.uncond, CfgPass::Unconditional, *v_uncond);
+      b.cfg_combine(v_uncond->as<float>(), v_cond->as<float>(), n, float(request.guidance), guided->as<float>());
+      v = guided->as<float>();
+    }
+    const sched::LatentStep step = scheduler.begin_latent_step(t, numel);
+    if (step.kind == sched::LatentStep::Kind::UniPC && !history_memory) {
+      history_memory = b.allocate(4 * bytes);
+      float* h = history_memory->as<float>();
+      history = {h, h + n, h + 2 * n, h + 3 * n};
+    }
+    b.scheduler_step(step, n, latent->as<float>(), v, history);
+    if (step.kind == sched::LatentStep::Kind::UniPC) history.advance();
+
+    if (step_tensors) {
+      // Host copies of what the observer reads (tests, progress callbacks).
+      const auto host = [&](const BackendBuffer* buffer, bool wanted) {
+        std::vector<float> out;
+        if (buffer && wanted) {
+          out.resize(numel);
+          b.download(out.data(), buffer->data(), bytes);
+        }
+        return out;
+      };
+      const bool velocities = observer->wants_velocities();
+      const std::vector<float> vc = host(v_cond.get(), velocities), vu = host(v_uncond.get(), velocities);
+      const std::vector<float> vg = cfg ? host(guided.get(), velocities) : vc;
+      const std::vector<float> x = host(latent.get(), observer->wants_latent());
+      observer->on_step_end(i, vc, cfg ? &vu : nullptr, vg, x);
+    }
+    if (cancel && cancel->load() && i + 1 < N) throw Cancelled(i + 1, N);
+  }
+  result.trace = controller.recorded_trace();
+  result.reasoner = controller.plan().reasoner;
+  result.latent.resize(numel);
+  b.download(result.latent.data(), latent->data(), bytes);
   return result;
 }
 

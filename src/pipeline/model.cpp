@@ -54,6 +54,10 @@ class CallbackObserver final : public DenoiseObserver {
                    const std::vector<float>& latent) override {
     if (callbacks_.on_step_end) callbacks_.on_step_end(event_, latent);
   }
+  // Only the latent, and only for a step callback (a loop on the GPU copies
+  // nothing else to the host).
+  bool wants_velocities() const override { return false; }
+  bool wants_latent() const override { return bool(callbacks_.on_step_end); }
 
  private:
   const GenerateCallbacks& callbacks_;
@@ -175,7 +179,8 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
   const std::array<int64_t, 2> prompts{int64_t(p.cond_ids.size()), int64_t(p.uncond_ids.size())};
   const PatchGrid grid{C, T, H, W, m.transformer.config().latent_patch_size};
   require_run_memory(m.transformer, std::span(prompts.data(), p.uncond_ids.empty() ? 1 : 2), grid, grid.tokens(),
-                     m.options.activations, "generate at latent " + shape_string({1, C, T, H, W}));
+                     m.options.activations, "generate at latent " + shape_string({1, C, T, H, W}),
+                     denoise_on_backend_latent_buffers(!p.uncond_ids.empty()));
 
   auto scheduler = sched::make_scheduler(m.scheduler_config(r, T));
   StepController controller(p.plan);

@@ -7,9 +7,10 @@
 // against the CPU's bf16 run (the argument of forward_test.cpp: the two
 // backends differ only by sums taken in another order).
 //
-// The loop is the CPU's: each step hands the latent to the transformer on the
-// host and gets the velocity back (two copies of the latent per pass, small
-// beside a forward); CFG and the scheduler run on the host.
+// On the CUDA backend denoise() runs denoise_on_backend: the latent, CFG and
+// the UniPC update stay on the GPU; the recorder's per-step tensors are the
+// only copies to the host (the CPU backend runs the same loop bit-exactly
+// with its host loop: tests/pipeline/denoise_backend_test.cpp).
 #include <gtest/gtest.h>
 
 #include "cuda_test_util.hpp"

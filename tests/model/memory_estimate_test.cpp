@@ -69,6 +69,11 @@ TEST(MemoryEstimate, WeightsAndCachesAddUpFromTheCheckpointAndThePrompts) {
   EXPECT_EQ(a.understanding_kv, std::size_t(c.num_hidden_layers * 2 * (20 + 12) * c.kv_width() * 2));
   EXPECT_GT(a.weights, std::size_t(governed_parameters)) << "1 byte per FP8 parameter, plus the rest";
   EXPECT_EQ(a.total(), a.weights + a.understanding_kv + a.scratch);
+  // A denoising loop's latent-sized buffers (float32) are scratch too.
+  const MemoryEstimate loop = estimate_run_memory(plain, prompts, grid, grid.tokens(), ActivationDType::BF16, 8);
+  EXPECT_EQ(loop.scratch - a.scratch,
+            std::size_t(8 * 4 * grid.channels * grid.frames * grid.height * grid.width));
+  EXPECT_EQ(loop.weights, a.weights);
   // The CPU checks nothing.
   require_run_memory(plain, prompts, PatchGrid{4, 1 << 20, 1 << 20, 1 << 20, 2}, 0, ActivationDType::BF16, "cpu");
 }

@@ -110,8 +110,10 @@ class TrajectoryRecorder : public DenoiseObserver {
   std::map<std::string, int> calls_;
 };
 
+// resident_loop: denoise_on_backend (the loop a GPU runs) whatever the
+// backend, else denoise() (which picks it for a backend other than the CPU).
 inline TrajectoryOutcome run_trajectory(const TrajectoryVariant& variant, Backend& backend,
-                                        ActivationDType activations) {
+                                        ActivationDType activations, bool resident_loop = false) {
   const auto inputs = SafetensorsFile::open(golden_path("trajectory/inputs.safetensors"));
   const auto golden = SafetensorsFile::open(golden_path("trajectory/" + variant.file + ".safetensors"));
   const ModelDirectory dir = ModelDirectory::open(golden_path(variant.folder));
@@ -135,7 +137,9 @@ inline TrajectoryOutcome run_trajectory(const TrajectoryVariant& variant, Backen
     transformer.set_activation_code_hook(
         [&](const std::string& name, uint8_t* codes, int64_t M, int64_t K) { recorder.substitute(name, codes, M, K); });
   const SequenceSettings settings = read_sequence_settings(dir.config, dir.config_path);
-  const DenoiseResult result = denoise(transformer, *scheduler, controller, request, settings, &recorder);
+  const DenoiseResult result =
+      resident_loop ? denoise_on_backend(transformer, *scheduler, controller, request, settings, &recorder)
+                    : denoise(transformer, *scheduler, controller, request, settings, &recorder);
 
   out.transformer_calls = result.transformer_calls;
   out.final_latent = result.latent;

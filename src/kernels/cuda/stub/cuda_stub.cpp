@@ -134,6 +134,11 @@ void round_to_bf16(const float*, int64_t, uint16_t*, StreamHandle) { without_cud
 void timestep_sinusoid(float, float, float*, StreamHandle) { without_cuda("timestep_sinusoid"); }
 void cfg_combine(const float*, const float*, int64_t, float, float*, StreamHandle) { without_cuda("cfg_combine"); }
 void euler_step(float*, const float*, int64_t, float, StreamHandle) { without_cuda("euler_step"); }
+void flag_non_finite_f32(const float*, int64_t, uint32_t*, StreamHandle) { without_cuda("flag_non_finite_f32"); }
+void unipc_step_f32(const sched::UniPCStep&, int64_t, float*, const float*, const float*, const float*, float*, float*,
+                    StreamHandle) {
+  without_cuda("unipc_step_f32");
+}
 void patchify(const float*, const PatchGrid&, float*, StreamHandle) { without_cuda("patchify"); }
 void unpatchify(const float*, const PatchGrid&, const int64_t*, int64_t, float*, StreamHandle) {
   without_cuda("unpatchify");
