@@ -150,4 +150,15 @@ expect_ok threads_1 "trace:" generate -m "$fashion" -p "a boot" --steps 3 -t 1 -
 expect_ok threads_2 "trace:" generate -m "$fashion" -p "a boot" --steps 3 -t 2 -o $o/t2.png
 cmp -s $o/t1.png $o/t2.png || fail "threads: -t 1 and -t 2 wrote different pictures"
 
+# The progress bar (drawn only on a terminal: util-linux's script gives one).
+if command -v script >/dev/null; then
+  checks=$((checks + 1))
+  bar=$(script -qc "'$bin' generate -m '$fashion' -p boot --steps 4 -o '$o/bar.png'" /dev/null | tr '\r' '\n')
+  grep -qF "step 1/4  0.00 it/s  ETA --" <<<"$bar" || fail "progress: no 'ETA --' before the first step: $bar"
+  grep -qF "[##############################] step 4/4" <<<"$bar" || fail "progress: not full at the end: $bar"
+  plan_line=$(grep -n "^mixed_precision" <<<"$bar" | head -1 | cut -d: -f1)
+  first_bar=$(grep -n "step 1/4" <<<"$bar" | head -1 | cut -d: -f1)
+  [[ -n $plan_line && -n $first_bar && $plan_line -lt $first_bar ]] || fail "progress: the plan line is not printed before sampling: $bar"
+fi
+
 finish requests
