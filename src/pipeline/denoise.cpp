@@ -2,9 +2,51 @@
 
 #include <algorithm>
 
-namespace stepmix {
+#include "core/non_finite.hpp"
 
+namespace stepmix {
 namespace {
+
+// The first intermediate tensor of a forward (in the order it computes them)
+// holding NaN or an infinity: the forward is run again with every tensor
+// recorded, only after its output was found non-finite.
+std::string first_non_finite_tensor(Cosmos3Transformer& transformer, const ForwardInputs& in, ForwardOptions options,
+                                    int64_t layers) {
+  ForwardDebug debug;
+  options.debug = &debug;
+  transformer.forward(in, options);
+  std::vector<std::string> order{"und_embed"};
+  for (int64_t k = 0; k < layers; ++k) order.push_back("und_hidden." + std::to_string(k));
+  for (const char* name : {"vision_proj_in", "timestep_embed", "gen_embed"}) order.emplace_back(name);
+  for (int64_t k = 0; k < layers; ++k) order.push_back("gen_hidden." + std::to_string(k));
+  for (const char* name : {"gen_final_norm", "packed_pred"}) order.emplace_back(name);
+  for (const std::string& name : order) {
+    auto it = debug.tensors.find(name);
+    if (it != debug.tensors.end() && first_non_finite(it->second.data.data(), it->second.data.size()))
+      return name;
+  }
+  return "the read-out";
+}
+
+// The errors of a non-finite velocity (with the first non-finite tensor of
+// the pass, `in` holding the latent on the host) and of a non-finite latent
+// after the scheduler update.
+[[noreturn]] void throw_non_finite_velocity(Cosmos3Transformer& transformer, const ForwardInputs& in,
+                                            const ForwardOptions& options, int step, int N, CfgPass pass) {
+  const std::string where = first_non_finite_tensor(transformer, in, options, transformer.config().num_hidden_layers);
+  throw Error("generate", "step " + std::to_string(step + 1) + " of " + std::to_string(N) + " (" +
+                              (pass == CfgPass::Conditional ? "conditional" : "unconditional") + " pass at " +
+                              std::string(precision_trace_token(options.generation)) +
+                              "): the velocity is not finite; the first non-finite tensor is " + where +
+                              " (a NaN or infinity in the weights, --check-tensors finds it, or values past "
+                              "the float range); nothing was written");
+}
+
+[[noreturn]] void throw_non_finite_latent(int step, int N, double guidance) {
+  throw Error("generate", "step " + std::to_string(step + 1) + " of " + std::to_string(N) +
+                              ": the scheduler update made the latent non-finite (guidance " +
+                              std::to_string(guidance) + "); nothing was written");
+}
 
 // What both loops set up the same way: the checked request, the scheduler
 // set to the controller's N steps, the two passes' inputs.
@@ -74,7 +116,9 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
       in.timesteps.assign(1, float(t));
       if (observer) observer->on_pass(i, pass);
       ++result.transformer_calls;
-      return transformer.forward(in, options).data;
+      std::vector<float> v = transformer.forward(in, options).data;
+      if (first_non_finite(v.data(), v.size())) throw_non_finite_velocity(transformer, in, options, i, N, pass);
+      return v;
     };
     const std::vector<float> v_cond = run_pass(cond, CfgPass::Conditional);
     std::vector<float> v_uncond;
@@ -86,6 +130,7 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
       std::copy(v_cond.begin(), v_cond.end(), guided.begin());
     }
     scheduler.step(guided.data(), t, latent.data(), numel);
+    if (first_non_finite(latent.data(), numel)) throw_non_finite_latent(i, N, request.guidance);
     if (observer) observer->on_step_end(i, v_cond, cfg ? &v_uncond : nullptr, guided, latent);
     if (cancel && cancel->load() && i + 1 < N) throw Cancelled(i + 1, N);
   }
@@ -130,6 +175,12 @@ DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Schedul
       if (observer) observer->on_pass(i, pass);
       ++result.transformer_calls;
       transformer.forward_resident(in, latent->as<float>(), velocity.as<float>(), options);
+      if (!b.all_finite(velocity.as<float>(), n)) {
+        ForwardInputs on_host = in;  // the error path: the diagnosis runs from a host copy of the latent
+        on_host.latent.data.resize(numel);
+        b.download(on_host.latent.data.data(), latent->data(), bytes);
+        throw_non_finite_velocity(transformer, on_host, options, i, N, pass);
+      }
     };
     run_pass(setup.cond, CfgPass::Conditional, *v_cond);
     const float* v = v_cond->as<float>();
@@ -146,6 +197,7 @@ DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Schedul
     }
     b.scheduler_step(step, n, latent->as<float>(), v, history);
     if (step.kind == sched::LatentStep::Kind::UniPC) history.advance();
+    if (!b.all_finite(latent->as<float>(), n)) throw_non_finite_latent(i, N, request.guidance);
 
     if (step_tensors) {
       // Host copies of what the observer reads (tests, progress callbacks).
