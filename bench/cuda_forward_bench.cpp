@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "backend/backend.hpp"
 #include "io/checkpoint.hpp"
 #include "kernels/cuda/cuda_device.hpp"
@@ -46,19 +47,9 @@
 namespace {
 
 using namespace stepmix;
+using bench::parse_list;
 using Clock = std::chrono::steady_clock;
 
-std::vector<int64_t> parse_list(const std::string& text) {
-  std::vector<int64_t> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t end = text.find(',', start);
-    out.push_back(std::stoll(text.substr(start, end - start)));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
 
 SyntheticModelShape nano_shape(int64_t layers) {
   SyntheticModelShape s;

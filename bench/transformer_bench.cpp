@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "core/thread_pool.hpp"
 #include "io/checkpoint.hpp"
 #include "io/safetensors.hpp"
@@ -37,18 +38,8 @@
 namespace {
 
 using namespace stepmix;
+using bench::parse_list;
 
-std::vector<int64_t> parse_list(const std::string& text) {
-  std::vector<int64_t> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t end = text.find(',', start);
-    out.push_back(std::stoll(text.substr(start, end - start)));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
 
 struct Options {
   std::map<std::string, std::string> values;

@@ -48,6 +48,15 @@ std::string first_non_finite_tensor(Cosmos3Transformer& transformer, const Forwa
                               std::to_string(guidance) + "); nothing was written");
 }
 
+// The start of iteration i in both loops: the precision chosen once, before
+// any pass, and announced; the options of both passes.
+ForwardOptions begin_iteration(StepController& controller, DenoiseObserver* observer, int i, int N,
+                               ActivationDType activations) {
+  controller.begin_step(i);
+  if (observer) observer->on_step_begin(i, N, controller.generation(), controller.reasoner());
+  return {controller.generation(), controller.reasoner(), activations};
+}
+
 // What both loops set up the same way: the checked request, the scheduler
 // set to the controller's N steps, the two passes' inputs.
 struct LoopSetup {
@@ -106,9 +115,7 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
   std::vector<float> guided(numel);
   auto run_scope = controller.run_scope();  // resets to native on every exit path
   for (int i = 0; i < N; ++i) {
-    controller.begin_step(i);
-    const ForwardOptions options{controller.generation(), controller.reasoner(), request.activations};
-    if (observer) observer->on_step_begin(i, N, controller.generation(), controller.reasoner());
+    const ForwardOptions options = begin_iteration(controller, observer, i, N, request.activations);
     const double t = scheduler.timesteps()[std::size_t(i)];
 
     auto run_pass = [&](ForwardInputs& in, CfgPass pass) {
@@ -160,14 +167,11 @@ DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Schedul
   std::unique_ptr<BackendBuffer> history_memory;
   sched::LatentHistory history;
   b.upload(latent->data(), request.noise.data(), bytes);
-  const bool step_tensors = observer && (observer->wants_velocities() || observer->wants_latent());
 
   DenoiseResult result;
   auto run_scope = controller.run_scope();  // resets to native on every exit path
   for (int i = 0; i < N; ++i) {
-    controller.begin_step(i);
-    const ForwardOptions options{controller.generation(), controller.reasoner(), request.activations};
-    if (observer) observer->on_step_begin(i, N, controller.generation(), controller.reasoner());
+    const ForwardOptions options = begin_iteration(controller, observer, i, N, request.activations);
     const double t = scheduler.timesteps()[std::size_t(i)];
 
     auto run_pass = [&](ForwardInputs& in, CfgPass pass, BackendBuffer& velocity) {
@@ -199,8 +203,8 @@ DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Schedul
     if (step.kind == sched::LatentStep::Kind::UniPC) history.advance();
     if (!b.all_finite(latent->as<float>(), n)) throw_non_finite_latent(i, N, request.guidance);
 
-    if (step_tensors) {
-      // Host copies of what the observer reads (tests, progress callbacks).
+    if (observer) {
+      // Host copies of what the observer reads (tests, progress callbacks), nothing else.
       const auto host = [&](const BackendBuffer* buffer, bool wanted) {
         std::vector<float> out;
         if (buffer && wanted) {

@@ -42,7 +42,8 @@ class DenoiseObserver {
   virtual void on_step_end(int step, const std::vector<float>& v_cond, const std::vector<float>* v_uncond,
                            const std::vector<float>& v_guided, const std::vector<float>& latent) {}
   // What on_step_end reads. A loop whose latent lives in backend memory
-  // copies only these to the host each step (empty vectors for the rest).
+  // copies only these to the host each step; on_step_end gets empty vectors
+  // for the rest.
   virtual bool wants_velocities() const { return true; }
   virtual bool wants_latent() const { return true; }
 };

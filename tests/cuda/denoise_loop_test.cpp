@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/non_finite.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "model/embedding.hpp"
@@ -78,6 +79,22 @@ TEST_F(CudaDenoiseLoop, UniPCStepsAreThoseOfTheSchedulerBitForBit) {
         SCOPED_TRACE("order " + std::to_string(order) + " step " + std::to_string(k) + " of " + std::to_string(steps));
         expect_same_floats(to_host<float>(d_latent, n), latent, "unipc");
       }
+    }
+  }
+}
+
+TEST_F(CudaDenoiseLoop, TheNonFiniteFlagAgreesWithTheCpuScan) {
+  const size_t n = 70001;
+  cuda::DeviceBuffer flag(4);
+  for (uint32_t bits : {0u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u, 0xFFFFFFFFu, 0x7F7FFFFFu}) {
+    for (size_t where : {size_t(0), n / 2, n - 1}) {
+      std::vector<float> x = normal_floats(n, 97, 1e30f);
+      x[where] = std::bit_cast<float>(bits);
+      cuda::DeviceBuffer d = to_device(x);
+      cuda::fill_zero(flag.data(), 4, nullptr);
+      cuda::flag_non_finite_f32(d.as<float>(), int64_t(n), flag.as<uint32_t>(), nullptr);
+      const bool flagged = to_host<uint32_t>(flag, 1)[0] != 0;
+      EXPECT_EQ(flagged, first_non_finite(x.data(), n).has_value()) << std::hex << bits << " at " << where;
     }
   }
 }

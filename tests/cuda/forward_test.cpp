@@ -96,12 +96,7 @@ TEST_F(CudaForward, W8A8WithStoredCodesWithinTheDenseBf16Bound) {
     for (Backend* backend : {&cuda_backend(), &cpu_backend()}) {
       Cosmos3Transformer model = load_tiny("transformer-fp8", WeightCache::None, *backend);
       int calls = 0;
-      model.set_activation_code_hook([&](const std::string& linear, uint8_t* q, int64_t M, int64_t K) {
-        const TensorView& stored = golden->get("w8a8.act_codes." + linear);
-        ASSERT_EQ(stored.numel(), M * K) << linear;
-        std::copy_n(stored.as<uint8_t>(), M * K, q);
-        ++calls;
-      });
+      force_stored_codes(model, golden, calls);
       velocity[index++] = model.forward(in, bf16_options(Precision::W8A8)).data;
       EXPECT_EQ(calls, 28) << name << " on " << backend->describe() << ": every governed linear quantizes once";
     }
