@@ -1,4 +1,4 @@
-// Command-line helpers shared by the C++ benchmarks.
+// Command-line parsing shared by the C++ benchmarks.
 #pragma once
 
 #include <cstdint>
