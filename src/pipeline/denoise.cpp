@@ -1,8 +1,17 @@
 #include "pipeline/denoise.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 namespace stepmix {
+
+bool cfg_batching_from_environment() {
+  const char* env = std::getenv("STEPMIX_CFG_BATCH");
+  if (!env || std::string(env) == "1") return true;
+  if (std::string(env) == "0") return false;
+  throw Error("generate", std::string("STEPMIX_CFG_BATCH: expected 0 or 1, got '") + env + "'");
+}
 
 DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& scheduler, StepController& controller,
                       const DenoiseRequest& request, const SequenceSettings& settings, DenoiseObserver* observer,
@@ -30,6 +39,7 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
   ForwardInputs uncond;
   if (cfg) uncond = make_pass_inputs(request.uncond_ids, request.latent_shape, request.fps, settings);
 
+  const bool batched = request.batch_cfg && !transformer.has_activation_code_hook();
   DenoiseResult result;
   std::vector<float> latent = request.noise;
   std::vector<float> guided(numel);
@@ -40,17 +50,30 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
     if (observer) observer->on_step_begin(i, N, controller.generation(), controller.reasoner());
     const double t = scheduler.timesteps()[std::size_t(i)];
 
-    auto run_pass = [&](ForwardInputs& in, CfgPass pass) {
+    auto prepare = [&](ForwardInputs& in, CfgPass pass) {
       in.latent.data = latent;
       in.timesteps.assign(1, float(t));
       if (observer) observer->on_pass(i, pass);
       ++result.transformer_calls;
-      return transformer.forward(in, options).data;
     };
-    const std::vector<float> v_cond = run_pass(cond, CfgPass::Conditional);
-    std::vector<float> v_uncond;
+    std::vector<float> v_cond, v_uncond;
+    if (cfg && batched) {
+      prepare(cond, CfgPass::Conditional);
+      prepare(uncond, CfgPass::Unconditional);
+      const ForwardInputs* both[2] = {&cond, &uncond};
+      std::vector<HostTensor> v = transformer.forward_batch(both, options);
+      v_cond = std::move(v[0].data);
+      v_uncond = std::move(v[1].data);
+      ++result.batched_steps;
+    } else {
+      prepare(cond, CfgPass::Conditional);
+      v_cond = transformer.forward(cond, options).data;
+      if (cfg) {
+        prepare(uncond, CfgPass::Unconditional);
+        v_uncond = transformer.forward(uncond, options).data;
+      }
+    }
     if (cfg) {
-      v_uncond = run_pass(uncond, CfgPass::Unconditional);
       const float g = float(request.guidance);
       for (std::size_t k = 0; k < numel; ++k) guided[k] = v_uncond[k] + g * (v_cond[k] - v_uncond[k]);
     } else {

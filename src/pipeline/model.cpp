@@ -141,6 +141,7 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
   request.fps = r.fps;
   request.guidance = p.guidance;
   request.activations = m.options.activations;
+  request.batch_cfg = m.options.batch_cfg && cfg_batching_from_environment();
   request.noise = r.noise ? *r.noise : NormalGenerator(r.seed).normals(std::size_t(C * T * H * W));
 
   auto scheduler = sched::make_scheduler(m.scheduler_config(r, T));
