@@ -187,6 +187,30 @@ TEST(GemmVariants, Avx512RowAndColumnLayoutsAreBitIdentical) {
   }
 }
 
+// The FP32 columns layout (float32 activations: W8A16 and dense on float32,
+// gemm_columns_f32_avx512.cpp) runs the rows layout's FMA chain per output,
+// so the two agree bit for bit; shapes cross its 8-row and 48-column
+// micro-tiles and panels, split work over threads, odd K, K = 1.
+TEST(GemmVariants, Avx512F32RowAndColumnLayoutsAreBitIdentical) {
+  if (!kernel_variant("avx512").linear.supported()) GTEST_SKIP() << "avx512 does not run on this CPU";
+  int config = 0;
+  for (const auto& [M, N, K] : {std::array<int64_t, 3>{1, 1, 1}, {7, 17, 2}, {9, 47, 63}, {49, 192, 576},
+                                {98, 576, 192}, {200, 49, 1023}, {300, 100, 520}, {1, 300, 1024}}) {
+    const Problem p(M, N, K, uint32_t(7 * M + 3 * N + K));
+    for (const GemmCombo& c : all_gemm_combos()) {
+      if (c.arithmetic != GemmArithmetic::F32 || c.a != ActivationOperand::F32) continue;
+      const OutputType out = (config % 2) ? OutputType::BF16 : OutputType::F32;
+      const BiasType bias = BiasType((config / 2) % 3);
+      ++config;
+      std::vector<float> rows(size_t(M * N), -1.0f), columns(size_t(M * N), -2.0f);
+      avx512::gemm_rows(p.args(c, out, bias, 0.5f, rows.data()));
+      avx512::gemm_columns_f32(p.args(c, out, bias, 0.5f, columns.data()));
+      EXPECT_EQ(0, std::memcmp(rows.data(), columns.data(), size_t(M * N) * (out == OutputType::F32 ? 4 : 2)))
+          << combo_name(c) << " M=" << M << " N=" << N << " K=" << K;
+    }
+  }
+}
+
 // A row of y does not depend on the other rows of the call: rows [m0, m1) of
 // one GEMM over M rows equal, bit for bit, a GEMM over those rows alone, for
 // every variant and operand combination. This is what makes a batched forward

@@ -35,6 +35,14 @@ constexpr int64_t kColumnsMaxK = 4096;
 bool columns_kernel_applies(const GemmArgs& args);
 void gemm_rows(const GemmArgs& args);
 void gemm_columns(const GemmArgs& args);
+// FP32 arithmetic with float32 activations (W8A16 and dense Linears on
+// float32 activations) in the columns layout (gemm_columns_f32_avx512.cpp):
+// taken for M <= kColumnsF32MaxRows and K <= kColumnsMaxK, where the rows
+// layout's lanes are partly padding and its transposes cost most relative to
+// the products. Bit-identical to gemm_rows (the same FMA chain per output).
+constexpr int64_t kColumnsF32MaxRows = 512;
+bool columns_f32_kernel_applies(const GemmArgs& args);
+void gemm_columns_f32(const GemmArgs& args);
 
 
 // Attention family (AVX-512F + FMA; the packed bf16 kernel also AVX512_BF16).
