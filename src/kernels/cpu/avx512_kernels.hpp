@@ -50,6 +50,24 @@ void attention_f32(const AttentionProblem& p, const float* q, const float* k, co
 void attention_bf16(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                     uint16_t* out);
 
+// Keys and values of a bf16 problem repacked for dot products of bf16 pairs
+// (attention_bf16_avx512.cpp; the AMX attention reads the same layout), in
+// blocks of kAttentionKeys keys, zero past kv_rows, into storage of the
+// calling thread that the next call reuses:
+//   keys:   [kv_head][block][D/2][64]   dword = (k[key][2p], k[key][2p+1])
+//   values: [kv_head][block][32][D]     dword = (v[2i][d], v[2i+1][d])
+constexpr int64_t kAttentionKeys = 64;
+struct PackedKV {
+  int64_t blocks = 0;
+  int64_t block_dwords = 0;  // D/2 · 64 for keys, 32 · D for values: the same
+  uint32_t* keys = nullptr;
+  uint32_t* values = nullptr;
+
+  uint32_t* key_block(int64_t head, int64_t block) const { return keys + (head * blocks + block) * block_dwords; }
+  uint32_t* value_block(int64_t head, int64_t block) const { return values + (head * blocks + block) * block_dwords; }
+};
+PackedKV pack_attention_kv(const AttentionProblem& p, const uint16_t* k, const uint16_t* v);
+
 // Pointwise family, bf16 members (AVX-512F/BW/VL + FMA); the float32 members
 // of the avx512 set are the reference ones.
 void rms_norm_bf16(const float* x, int64_t rows, int64_t n, const float* weight, float eps, NormKind kind,
