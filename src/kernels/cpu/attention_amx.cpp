@@ -68,6 +68,18 @@ struct TaskScratch {
   float running_max[kMaxGroups * kRows], running_sum[kMaxGroups * kRows];
 };
 
+// Accumulator tiles C(i, j) = tmm(2i + j) += A_i (tmm4 + i) · B_j (tmm6 + j)
+// for query tiles i < QT and both B tiles.
+template <int QT>
+inline void dot_tiles() {
+  STEPMIX_TILE_DPBF16PS(0, 4, 6);
+  STEPMIX_TILE_DPBF16PS(1, 4, 7);
+  if constexpr (QT == 2) {
+    STEPMIX_TILE_DPBF16PS(2, 5, 6);
+    STEPMIX_TILE_DPBF16PS(3, 5, 7);
+  }
+}
+
 // S tiles of query tiles q0 (and q1 when QT = 2) against key tiles t0 and
 // t0 + 1 of the step (t0 % 4 of them within the packed block at kb): tile
 // C(i, j) = tmm(2i + j).
@@ -87,12 +99,7 @@ void score_tiles(const uint16_t* q0, const uint16_t* q1, const uint32_t* kb, int
     const uint32_t* keys = kb + (d0 / 2) * kKeys + 16 * (t0 % 4);  // pair rows d0/2 .. d0/2 + 15
     STEPMIX_TILE_LOAD(6, keys, k_stride);
     STEPMIX_TILE_LOAD(7, keys + 16, k_stride);
-    STEPMIX_TILE_DPBF16PS(0, 4, 6);
-    STEPMIX_TILE_DPBF16PS(1, 4, 7);
-    if constexpr (QT == 2) {
-      STEPMIX_TILE_DPBF16PS(2, 5, 6);
-      STEPMIX_TILE_DPBF16PS(3, 5, 7);
-    }
+    dot_tiles<QT>();
   }
   STEPMIX_TILE_STORE(0, out[0][t0], 64);
   STEPMIX_TILE_STORE(1, out[0][t0 + 1], 64);
@@ -122,12 +129,7 @@ void value_tiles(float* o0, float* o1, const uint16_t* w0, const uint16_t* w1, c
     const uint32_t* values = vb[h / 2] + (16 * (h % 2)) * D + 16 * c0;  // key pairs 16h .. 16h + 15 of the step
     STEPMIX_TILE_LOAD(6, values, v_stride);
     STEPMIX_TILE_LOAD(7, values + 16, v_stride);
-    STEPMIX_TILE_DPBF16PS(0, 4, 6);
-    STEPMIX_TILE_DPBF16PS(1, 4, 7);
-    if constexpr (QT == 2) {
-      STEPMIX_TILE_DPBF16PS(2, 5, 6);
-      STEPMIX_TILE_DPBF16PS(3, 5, 7);
-    }
+    dot_tiles<QT>();
   }
   STEPMIX_TILE_STORE(0, o0 + 16 * c0, o_stride);
   STEPMIX_TILE_STORE(1, o0 + 16 * c0 + 16, o_stride);
