@@ -79,6 +79,9 @@ struct GenerateRequest {
   std::optional<double> flow_shift;
   std::optional<std::string> scheduler_config;  // a Diffusers scheduler_config.json
   double fps = kDefaultFps;
+  // Cosmos3 checkpoints: the image/video system prompt (unset: the model's
+  // default_use_system_prompt, else on).
+  std::optional<bool> use_system_prompt;
 
   // How the step policy of the checkpoint is applied (--mixed-precision ...).
   PolicyOverrides policy;
@@ -95,6 +98,10 @@ struct GeneratePlan {
   StepPlan plan;
   std::string log_line;  // "mixed_precision source=checkpoint reasoner=W8A16 generation=..."
   std::vector<int64_t> cond_ids, uncond_ids;  // uncond empty without CFG
+  // Bytes of the rendered chat texts, when a Cosmos3 prompt was built.
+  std::optional<std::size_t> cond_rendered_bytes, uncond_rendered_bytes;
+  // Things the user should know about this plan (one line each).
+  std::vector<std::string> notes;
   std::string scheduler;                      // e.g. "UniPCMultistepScheduler"
   std::vector<double> timesteps;
   std::vector<double> sigmas;  // the scheduler's float32 sigmas, widened
@@ -180,8 +187,10 @@ class Model {
   const ModelInfo& info() const;
   const ModelOptions& options() const;
 
-  // The understanding prefix of a text prompt (the model's tokenizer).
-  std::vector<int64_t> encode_prompt(const std::string& text) const;
+  // The understanding prefix of a text prompt for the geometry and fps of
+  // `request` (the model's tokenizer; Cosmos3 checkpoints build the full
+  // chat prompt).
+  std::vector<int64_t> encode_prompt(const std::string& text, const GenerateRequest& request) const;
   // Resolves defaults, the step policy, the latent shape, the prompt ids and
   // the timesteps; throws on anything invalid. No sampling.
   GeneratePlan plan(const GenerateRequest& request) const;

@@ -72,4 +72,26 @@ struct BenchOptions {
 };
 void bench(const BenchOptions& options, std::FILE* out);
 
+// A tokenizer.json on its own (`stepmix tokenize`): exactly one of text
+// (encode), ids ("1,2,3": decode) and jsonl (a file of such requests, "-" for
+// standard input); one JSON answer line each.
+struct TokenizeOptions {
+  std::string tokenizer;  // a tokenizer folder, a model folder or a tokenizer.json
+  std::optional<std::string> text, ids, jsonl;
+  bool skip_special_tokens = false;
+};
+void tokenize(const TokenizeOptions& options, std::FILE* out);
+
+// The Cosmos3 prompt builder on its own (`stepmix prompt`): one request, or a
+// JSONL file of them (the fields of the request below).
+struct PromptOptions {
+  std::string model;  // a model folder (text_tokenizer/) or a tokenizer folder
+  std::optional<std::string> prompt, negative_prompt, jsonl;
+  std::optional<int64_t> height, width;
+  int64_t frames = 189;
+  double fps = 24.0;
+  bool no_system_prompt = false, no_resolution_sentence = false, no_duration_sentence = false;
+};
+void prompt(const PromptOptions& options, std::FILE* out);
+
 }  // namespace stepmix

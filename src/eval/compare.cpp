@@ -171,7 +171,8 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
   setup.diff_gain = opt.diff_gain;
   setup.notes.push_back("Linear activations: " + std::string(activation_dtype_name(opt.runtime.activations)) +
                         " in every mode, the reference too (--activations).");
-  setup.prompts = read_compare_prompts(opt.prompts_file, [&](const std::string& t) { return model.encode_prompt(t); });
+  setup.prompts = read_compare_prompts(opt.prompts_file,
+                                       [&](const std::string& t) { return model.encode_prompt(t, opt.request); });
 
   // Every mode samples the same request; only the policy (and the model) differ.
   GenerateRequest request = opt.request;

@@ -1,112 +1,17 @@
 #include "eval/report_png.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
+#include "eval/text_renderer.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
 namespace {
 
 using json = nlohmann::json;
-
-// 3×5 glyphs, rows top to bottom, '#' = ink. Enough for mode names
-// ("W8A16", "FIRST-LAST:2,2"), numbers ("1E-3") and short titles.
-const char* glyph(char c) {
-  switch (c) {
-    case 'A':
-      return ".#.#.#####.##.#";
-    case 'B':
-      return "##.#.###.#.###.";
-    case 'C':
-      return ".###..#..#...##";
-    case 'D':
-      return "##.#.##.##.###.";
-    case 'E':
-      return "####..##.#..###";
-    case 'F':
-      return "####..##.#..#..";
-    case 'G':
-      return ".###..#.##.#.##";
-    case 'H':
-      return "#.##.#####.##.#";
-    case 'I':
-      return "###.#..#..#.###";
-    case 'J':
-      return "..#..#..##.#.#.";
-    case 'K':
-      return "#.##.###.#.##.#";
-    case 'L':
-      return "#..#..#..#..###";
-    case 'M':
-      return "#.#####.##.##.#";
-    case 'N':
-      return "##.#.##.##.##.#";
-    case 'O':
-      return ".#.#.##.##.#.#.";
-    case 'P':
-      return "##.#.###.#..#..";
-    case 'Q':
-      return ".#.#.##.###..##";
-    case 'R':
-      return "##.#.###.#.##.#";
-    case 'S':
-      return ".###...#...###.";
-    case 'T':
-      return "###.#..#..#..#.";
-    case 'U':
-      return "#.##.##.##.####";
-    case 'V':
-      return "#.##.##.##.#.#.";
-    case 'W':
-      return "#.##.##.#####.#";
-    case 'X':
-      return "#.##.#.#.#.##.#";
-    case 'Y':
-      return "#.##.#.#..#..#.";
-    case 'Z':
-      return "###..#.#.#..###";
-    case '0':
-      return "####.##.##.####";
-    case '1':
-      return ".#.##..#..#.###";
-    case '2':
-      return "##...#.#.#..###";
-    case '3':
-      return "##...#.#...###.";
-    case '4':
-      return "#.##.####..#..#";
-    case '5':
-      return "####..##...###.";
-    case '6':
-      return ".###..####.####";
-    case '7':
-      return "###..#.#..#..#.";
-    case '8':
-      return "####.#####.####";
-    case '9':
-      return "####.####..###.";
-    case '-':
-      return "......###......";
-    case '.':
-      return ".............#.";
-    case ':':
-      return "....#.....#....";
-    case ',':
-      return "..........#.#..";
-    case '+':
-      return "....#.###.#....";
-    case '/':
-      return "..#..#.#.#..#..";
-    case '|':
-      return ".#..#..#..#..#.";
-    default:
-      return "...............";  // space and anything unknown
-  }
-}
 
 void put(Image8& img, int x, int y, Rgb c) {
   if (x < 0 || y < 0 || x >= img.width || y >= img.height) return;
@@ -164,17 +69,10 @@ uint8_t to_u8(double unit) { return uint8_t(std::lround(std::clamp(unit, 0.0, 1.
 
 }  // namespace
 
-int text_width(const std::string& text, int scale) { return text.empty() ? 0 : int(text.size()) * 4 * scale - scale; }
+int text_width(const std::string& text, int pixel_size) { return TextRenderer::shared().width(text, pixel_size); }
 
-int draw_text(Image8& img, int x, int y, const std::string& text, Rgb colour, int scale) {
-  for (std::size_t k = 0; k < text.size(); ++k) {
-    const char* g = glyph(char(std::toupper(static_cast<unsigned char>(text[k]))));
-    for (int r = 0; r < 5; ++r)
-      for (int q = 0; q < 3; ++q)
-        if (g[r * 3 + q] == '#')
-          fill_rect(img, x + int(k) * 4 * scale + q * scale, y + r * scale, scale, scale, colour);
-  }
-  return text_width(text, scale);
+int draw_text(Image8& img, int x, int y, const std::string& text, Rgb colour, int pixel_size) {
+  return TextRenderer::shared().draw(img, x, y, text, colour, pixel_size);
 }
 
 Rgb mode_colour(const std::string& name, std::size_t index) {
@@ -189,19 +87,19 @@ Image8 compare_grid(const CompareSetup& setup, const CompareRun& run) {
   const auto [C, T, H, W] = setup.latent_shape;
   const int disp_w = int(W * T), disp_h = int(H);
   const int scale = std::clamp(96 / std::max(disp_w, disp_h), 1, 8);
-  const int cell_w = disp_w * scale, cell_h = disp_h * scale, pad = 4, header = 16;
+  const int cell_w = disp_w * scale, cell_h = disp_h * scale, pad = 4, header = 18;
   const std::size_t modes = run.modes.size();
   int col_w = cell_w;
   for (const CompareMode& m : run.modes) col_w = std::max(col_w, text_width(m.name) + 2);
-  const std::string gain_label = numbered("X", std::llround(setup.diff_gain));
+  const std::string gain_label = numbered("diff x", std::llround(setup.diff_gain));
   const int label_w =
-      std::max(text_width(numbered("P", (long long)setup.prompts.size())), text_width(gain_label)) + 2 * pad;
+      std::max(text_width(numbered("prompt ", (long long)setup.prompts.size())), text_width(gain_label)) + 2 * pad;
   const int rows = int(setup.prompts.size()) * 2;
   Image8 img = canvas(label_w + int(modes) * (col_w + pad) + pad, header + rows * (cell_h + pad) + pad, {40, 40, 40});
   const Rgb ink{230, 230, 230};
 
   for (std::size_t m = 0; m < modes; ++m)
-    draw_text(img, label_w + int(m) * (col_w + pad), 3, run.modes[m].name,
+    draw_text(img, label_w + int(m) * (col_w + pad), 1, run.modes[m].name,
               m == 0 ? ink : mode_colour(run.modes[m].name, m));
 
   const bool rgb = C == 3;
@@ -211,8 +109,8 @@ Image8 compare_grid(const CompareSetup& setup, const CompareRun& run) {
   for (std::size_t p = 0; p < setup.prompts.size(); ++p) {
     const std::size_t image = p * std::size_t(setup.seeds);  // seed 0 of prompt p
     const int y_img = header + int(p) * 2 * (cell_h + pad), y_diff = y_img + cell_h + pad;
-    draw_text(img, pad, y_img + cell_h / 2 - 5, numbered("P", (long long)p + 1), ink);
-    draw_text(img, pad, y_diff + cell_h / 2 - 5, gain_label, ink);
+    draw_text(img, pad, y_img + cell_h / 2 - 8, numbered("prompt ", (long long)p + 1), ink);
+    draw_text(img, pad, y_diff + cell_h / 2 - 8, gain_label, ink);
     const std::vector<float>& ref = run.outputs[0][image];
     for (std::size_t m = 0; m < modes; ++m) {
       const std::vector<float>& out = run.outputs[m][image];
@@ -286,12 +184,12 @@ Image8 step_error_plot(const json& report) {
     return steps <= 1 ? (left + right) / 2 : int(std::lround(left + double(s) / (steps - 1) * (right - left)));
   };
 
-  draw_text(img, left, 12, "RELATIVE LATENT ERROR VS REFERENCE, PER STEP", axis);
+  draw_text(img, left, 10, "Relative latent error vs reference, per step", axis, 15);
   for (int d = dec_lo; d <= dec_hi; ++d) {
     const int y = y_of(std::pow(10.0, d));
     draw_line(img, left, y, right, y, grid);
-    const std::string label = numbered("1E", d);
-    draw_text(img, left - 8 - text_width(label), y - 5, label, axis);
+    const std::string label = numbered("1e", d);
+    draw_text(img, left - 8 - text_width(label), y - 8, label, axis);
   }
   const int tick = steps <= 12 ? 1 : (steps + 9) / 10;
   for (int s = 0; s < steps; ++s) {
@@ -301,8 +199,8 @@ Image8 step_error_plot(const json& report) {
     const std::string label = std::to_string(s);
     draw_text(img, x - text_width(label) / 2, bottom + 8, label, axis);
   }
-  draw_text(img, (left + right) / 2 - text_width("STEP") / 2, bottom + 26, "STEP", axis);
-  if (any_zero) draw_text(img, right + 20, bottom - 10, "ZERO ERROR: ON THE STEP AXIS", axis, 1);
+  draw_text(img, (left + right) / 2 - text_width("denoising step") / 2, bottom + 26, "denoising step", axis);
+  if (any_zero) draw_text(img, right + 20, bottom - 14, "zero error: on the step axis", axis, 11);
   draw_line(img, left, top, left, bottom, axis);
   draw_line(img, left, bottom, right, bottom, axis);
 
@@ -316,7 +214,7 @@ Image8 step_error_plot(const json& report) {
   int y = top;
   for (const Curve& c : curves) {
     fill_rect(img, right + 20, y, 14, 14, c.colour);
-    draw_text(img, right + 40, y + 2, c.name, axis);
+    draw_text(img, right + 40, y - 1, c.name, axis);
     y += 22;
   }
   return img;

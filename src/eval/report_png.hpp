@@ -1,6 +1,6 @@
-// The two pictures of a `stepmix compare` report, drawn without a graphics
-// library: RGB Image8 canvases, a 3×5 pixel font for labels (upper-case
-// letters, digits, - . : , and space), nearest-neighbour upscaling.
+// The two pictures of a `stepmix compare` report: RGB Image8 canvases,
+// nearest-neighbour upscaling, labels drawn with a real font through FreeType
+// (eval/text_renderer.hpp; without a font the plots have no labels).
 #pragma once
 
 #include <array>
@@ -31,9 +31,9 @@ Image8 compare_grid(const CompareSetup& setup, const CompareRun& run);
 // boxes with the mode names. `report` is compare_report_json's output.
 Image8 step_error_plot(const nlohmann::json& report);
 
-// Exposed for tests: draws `text` (upper-cased) at (x, y) with each font
-// pixel `scale`×`scale`; returns the width drawn.
-int draw_text(Image8& canvas, int x, int y, const std::string& text, Rgb colour, int scale = 2);
-int text_width(const std::string& text, int scale = 2);
+// Draws UTF-8 `text` with the top of its line at (x, y), `pixel_size` pixels
+// high, with the shared renderer; returns the width drawn (0 without a font).
+int draw_text(Image8& canvas, int x, int y, const std::string& text, Rgb colour, int pixel_size = 13);
+int text_width(const std::string& text, int pixel_size = 13);
 
 }  // namespace stepmix

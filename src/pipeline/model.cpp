@@ -113,7 +113,13 @@ Model Model::open(const std::string& path, const ModelOptions& options) {
 const ModelInfo& Model::info() const { return impl_->info; }
 const ModelOptions& Model::options() const { return impl_->options; }
 
-std::vector<int64_t> Model::encode_prompt(const std::string& text) const { return impl_->encoder.encode(text); }
+std::vector<int64_t> Model::encode_prompt(const std::string& text, const GenerateRequest& r) const {
+  const Impl& m = *impl_;
+  const auto shape = latent_shape_for({r.latent_shape, r.height, r.width, r.frames}, m.dir,
+                                      m.transformer.config().latent_channel, m.defaults);
+  return m.encoder.encode(text, prompt_geometry_for({r.latent_shape, r.height, r.width, r.frames}, shape, m.dir, r.fps,
+                                                    r.use_system_prompt));
+}
 
 GeneratePlan Model::plan(const GenerateRequest& r) const {
   const Impl& m = *impl_;
@@ -136,9 +142,30 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   const int64_t C = p.latent_shape[0];
   p.image_output = is_pixel_space(m.dir) && (C == 1 || C == 3);
 
-  p.cond_ids = r.prompt_ids ? *r.prompt_ids : m.encoder.encode(*r.prompt);
-  if (p.guidance != 1.0)
-    p.uncond_ids = r.negative_prompt_ids ? *r.negative_prompt_ids : m.encoder.encode(r.negative_prompt.value_or(""));
+  const bool cfg = p.guidance != 1.0;
+  const bool uncond_from_text = cfg && !r.negative_prompt_ids;
+  if (uncond_from_text && r.prompt_ids && !m.encoder.has_tokenizer()) {
+    // Ids only and nothing to tokenize the empty negative prompt with: its
+    // prefix is the two control ids every prefix ends with.
+    if (r.prompt_ids->size() < 2)
+      throw Error("generate", "--prompt-ids: a complete understanding prefix ends with the end-of-text and "
+                              "<|vision_start|> ids; give --negative-prompt-ids too");
+    p.uncond_ids.assign(r.prompt_ids->end() - 2, r.prompt_ids->end());
+    p.notes.push_back("no tokenizer: the unconditional prefix is the empty prompt's, the last two ids of "
+                      "--prompt-ids (" + std::to_string(p.uncond_ids[0]) + "," + std::to_string(p.uncond_ids[1]) +
+                      "); give --negative-prompt-ids to choose it");
+  } else if (r.prompt || uncond_from_text) {
+    const EncodedPrompts e = m.encoder.encode_pair(
+        r.prompt_ids ? std::nullopt : r.prompt, r.negative_prompt.value_or(""), uncond_from_text,
+        prompt_geometry_for({r.latent_shape, r.height, r.width, r.frames}, p.latent_shape, m.dir, r.fps,
+                            r.use_system_prompt));
+    p.cond_ids = e.cond;
+    p.uncond_ids = e.uncond;
+    p.cond_rendered_bytes = e.cond_rendered_bytes;
+    p.uncond_rendered_bytes = e.uncond_rendered_bytes;
+  }
+  if (r.prompt_ids) p.cond_ids = *r.prompt_ids;
+  if (cfg && r.negative_prompt_ids) p.uncond_ids = *r.negative_prompt_ids;
 
   auto scheduler = sched::make_scheduler(m.scheduler_config(r, p.latent_shape[1]));
   scheduler->set_timesteps(p.steps);

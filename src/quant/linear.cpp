@@ -9,6 +9,7 @@
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/kernel_set.hpp"
+#include "quant/scale_bounds.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -36,8 +37,7 @@ void check_view_bytes(const std::string& linear, const TensorView& t, const char
 
 float checked_scale(const std::string& linear, const std::optional<float>& scale, const char* what) {
   if (!scale) fail(linear, std::string("FP8 weight needs a ") + what + " (ModelOpt's static per-tensor scale)");
-  if (!std::isfinite(*scale) || !(*scale > 0.0f))
-    fail(linear, std::string(what) + " must be finite and > 0, got " + std::to_string(*scale));
+  if (const auto problem = fp8_scale_problem(*scale)) fail(linear, std::string(what) + " " + *problem);
   return *scale;
 }
 

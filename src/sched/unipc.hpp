@@ -1,5 +1,6 @@
 // UniPC multistep (bh2, x0 form, flow sigmas) as Cosmos3 configures it.
-// Spec §1–§8; the formulas are reproduced next to the code in unipc.cpp.
+// docs/schedulers.md §1–§8; the formulas are reproduced next to the code in
+// unipc.cpp.
 #pragma once
 
 #include <cstdint>

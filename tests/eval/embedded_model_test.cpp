@@ -45,9 +45,9 @@ TEST(EmbeddedModel, CommittedFp8IsWhatQuantizeProduces) {
   s.out_dir = (fs::temp_directory_path() / ("stepmix_embedded_fp8_" + std::to_string(::getpid()))).string();
   std::ifstream prompts(kBf16 + "/calibration_prompts.txt");
   for (std::string line; std::getline(prompts, line);)
-    if (!line.empty() && line[0] != '#') s.calibration.prompts.push_back(encoder.encode(line));
+    if (!line.empty() && line[0] != '#') s.calibration.prompts.push_back(encoder.encode(line, {}));
   ASSERT_FALSE(s.calibration.prompts.empty());
-  s.calibration.negative_prompt = encoder.encode("");
+  s.calibration.negative_prompt = encoder.encode("", {});
   s.calibration.seeds = 2;
   s.calibration.steps = defaults.steps.value_or(8);
   s.calibration.guidance = defaults.guidance.value_or(3.0);
@@ -71,8 +71,8 @@ struct Sampler {
         plan_steps(resolve_policy(dir.config, dir.config_path, {}), transformer->has_fp8(), steps));
     auto scheduler = sched::make_scheduler(scheduler_config_for({}, dir, false));
     DenoiseRequest r;
-    r.cond_ids = encoder.encode(prompt);
-    r.uncond_ids = encoder.encode("");
+    r.cond_ids = encoder.encode(prompt, {});
+    r.uncond_ids = encoder.encode("", {});
     r.latent_shape = latent_shape_for({}, dir, 1, defaults);
     r.guidance = defaults.guidance.value_or(3.0);
     r.noise = NormalGenerator(seed).normals(std::size_t(r.latent_shape[2] * r.latent_shape[3]));

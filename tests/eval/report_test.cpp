@@ -12,6 +12,7 @@
 
 #include "common/golden.hpp"
 #include "eval/report_png.hpp"
+#include "eval/text_renderer.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -48,7 +49,7 @@ TEST(ComparePrompts, TextIdsLabelsAndJsonLines) {
   TempModel model;
   const ModelDirectory dir = ModelDirectory::open(model.root.string());
   PromptEncoder prompt_encoder(dir);
-  const PromptEncoderFn encoder = [&](const std::string& t) { return prompt_encoder.encode(t); };
+  const PromptEncoderFn encoder = [&](const std::string& t) { return prompt_encoder.encode(t, {}); };
   const auto prompts = read_compare_prompts(model.write_prompts("# header\n"
                                                                 "a coat\n"
                                                                 "\n"
@@ -74,7 +75,7 @@ TEST(ComparePrompts, ErrorsNameTheLine) {
   TempModel model;
   const ModelDirectory dir = ModelDirectory::open(model.root.string());
   PromptEncoder prompt_encoder(dir);
-  const PromptEncoderFn encoder = [&](const std::string& t) { return prompt_encoder.encode(t); };
+  const PromptEncoderFn encoder = [&](const std::string& t) { return prompt_encoder.encode(t, {}); };
   auto error_of = [&](const std::string& text) -> std::string {
     try {
       read_compare_prompts(model.write_prompts(text), encoder);
@@ -196,12 +197,46 @@ TEST(CompareReport, PicturesHaveTheDocumentedLayout) {
 }
 
 TEST(CompareReport, FontDrawsInk) {
-  Image8 img{40, 12, 3, std::vector<uint8_t>(40 * 12 * 3, 0)};
+  ASSERT_TRUE(TextRenderer::shared().available()) << "no font: scripts/setup.sh installs fonts-dejavu-core";
+  Image8 img{40, 16, 3, std::vector<uint8_t>(40 * 16 * 3, 0)};
   EXPECT_EQ(draw_text(img, 0, 0, "W8", {255, 255, 255}), text_width("W8"));
-  EXPECT_EQ(text_width("W8", 2), 14);
+  EXPECT_GT(text_width("W8"), 10);
   int ink = 0;
-  for (uint8_t v : img.pixels) ink += v == 255;
+  for (uint8_t v : img.pixels) ink += v > 0;
   EXPECT_GT(ink, 0);
+}
+
+// The hand-drawn 3×5 font upper-cased everything and drew "8" with most of
+// the pixels of "B"; a real font has lower case, anti-aliased edges, and
+// glyphs that differ.
+TEST(CompareReport, LabelsAreRenderedWithARealFont) {
+  ASSERT_TRUE(TextRenderer::shared().available());
+  auto render = [](const std::string& text) {
+    Image8 img{24, 20, 3, std::vector<uint8_t>(24 * 20 * 3, 0)};
+    draw_text(img, 2, 2, text, {255, 255, 255}, 16);
+    return img.pixels;
+  };
+  EXPECT_NE(render("w"), render("W"));  // case is kept
+  const auto eight = render("8"), bee = render("B");
+  int differing = 0, inked = 0, partial = 0;
+  for (std::size_t i = 0; i < eight.size(); i += 3) {
+    differing += eight[i] != bee[i];
+    inked += eight[i] > 0;
+    partial += eight[i] > 0 && eight[i] < 255;
+  }
+  EXPECT_GT(differing, inked / 4);  // "8" and "B" share little ink
+  EXPECT_GT(partial, 0);            // anti-aliased coverage, not on/off pixels
+  EXPECT_GT(text_width("first-last:2,2"), text_width("w8a8"));
+}
+
+TEST(CompareReport, WithoutAFontPlotsHaveNoLabels) {
+  const auto none = TextRenderer::from_file("/nonexistent/font.ttf");
+  EXPECT_FALSE(none->available());
+  Image8 img{20, 20, 3, std::vector<uint8_t>(20 * 20 * 3, 7)};
+  EXPECT_EQ(none->draw(img, 0, 0, "W8A8", {255, 255, 255}, 13), 0);
+  EXPECT_EQ(none->width("W8A8", 13), 0);
+  EXPECT_EQ(img.pixels, std::vector<uint8_t>(20 * 20 * 3, 7));
+  EXPECT_FALSE(TextRenderer::from_file("")->available());
 }
 
 }  // namespace

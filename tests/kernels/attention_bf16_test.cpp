@@ -33,16 +33,10 @@ std::vector<float> widened(const std::vector<uint16_t>& x) {
   return out;
 }
 
-struct Case {
-  int64_t q_rows, kv_rows, q_heads, kv_heads, head_dim;
-  bool causal;
-};
-
-class AttentionBf16 : public ::testing::TestWithParam<Case> {};
+class AttentionBf16 : public ::testing::TestWithParam<AttentionProblem> {};
 
 TEST_P(AttentionBf16, EveryVariantAgreesWithTheTwinAndFloat64) {
-  const Case c = GetParam();
-  const AttentionProblem p{c.q_rows, c.kv_rows, c.q_heads, c.kv_heads, c.head_dim, c.causal};
+  const AttentionProblem p = GetParam();
   // Scale 2 on q and k gives peaked softmaxes (running-max rescales).
   const auto q = random_bf16(p.q_rows * p.q_heads * p.head_dim, 21, 2.0f);
   const auto k = random_bf16(p.kv_rows * p.kv_heads * p.head_dim, 22, 2.0f);
@@ -76,12 +70,12 @@ TEST_P(AttentionBf16, EveryVariantAgreesWithTheTwinAndFloat64) {
 // head_dim 48 and 192 reach the AVX-512 variant's float32 path and its packed
 // path with three 64-dim chunks.
 INSTANTIATE_TEST_SUITE_P(RaggedShapes, AttentionBf16,
-                         ::testing::Values(Case{1, 1, 1, 1, 64, true}, Case{5, 5, 4, 2, 64, true},
-                                           Case{70, 70, 4, 1, 128, true}, Case{130, 130, 8, 2, 128, true},
-                                           Case{8, 13, 4, 2, 64, false}, Case{17, 83, 4, 4, 128, false},
-                                           Case{40, 131, 8, 2, 128, false}, Case{33, 200, 16, 4, 128, false},
-                                           Case{3, 300, 2, 1, 256, false}, Case{19, 64, 6, 2, 192, false},
-                                           Case{21, 50, 4, 2, 48, true}, Case{6, 77, 4, 1, 32, false}));
+                         ::testing::Values(AttentionProblem{1, 1, 1, 1, 64, true}, AttentionProblem{5, 5, 4, 2, 64, true},
+                                           AttentionProblem{70, 70, 4, 1, 128, true}, AttentionProblem{130, 130, 8, 2, 128, true},
+                                           AttentionProblem{8, 13, 4, 2, 64, false}, AttentionProblem{17, 83, 4, 4, 128, false},
+                                           AttentionProblem{40, 131, 8, 2, 128, false}, AttentionProblem{33, 200, 16, 4, 128, false},
+                                           AttentionProblem{3, 300, 2, 1, 256, false}, AttentionProblem{19, 64, 6, 2, 192, false},
+                                           AttentionProblem{21, 50, 4, 2, 48, true}, AttentionProblem{6, 77, 4, 1, 32, false}));
 
 TEST(AttentionBf16Determinism, EveryVariantGivesTheSameBitsOnOneThreadAndOnThePool) {
   const AttentionProblem p{150, 214, 8, 2, 128, false};

@@ -16,16 +16,10 @@ namespace {
 
 using kernels::KernelSet;
 
-struct Case {
-  int64_t q_rows, kv_rows, q_heads, kv_heads, head_dim;
-  bool causal;
-};
-
-class AttentionKernels : public ::testing::TestWithParam<Case> {};
+class AttentionKernels : public ::testing::TestWithParam<AttentionProblem> {};
 
 TEST_P(AttentionKernels, EveryVariantAgreesWithReferenceAndFloat64) {
-  const Case c = GetParam();
-  const AttentionProblem p{c.q_rows, c.kv_rows, c.q_heads, c.kv_heads, c.head_dim, c.causal};
+  const AttentionProblem p = GetParam();
   // Scale 2 gives peaked softmaxes, exercising the running-max rescale.
   const auto q = random_values(p.q_rows * p.q_heads * p.head_dim, 11, 2.0f);
   const auto k = random_values(p.kv_rows * p.kv_heads * p.head_dim, 12, 2.0f);
@@ -55,12 +49,12 @@ TEST_P(AttentionKernels, EveryVariantAgreesWithReferenceAndFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RaggedShapes, AttentionKernels,
-                         ::testing::Values(Case{1, 1, 1, 1, 16, true}, Case{5, 5, 4, 2, 16, true},
-                                           Case{17, 17, 4, 2, 16, true}, Case{33, 33, 8, 2, 24, true},
-                                           Case{70, 70, 4, 1, 16, true}, Case{8, 13, 4, 2, 16, false},
-                                           Case{17, 83, 4, 4, 16, false}, Case{40, 131, 6, 2, 32, false},
-                                           Case{3, 200, 8, 2, 128, false}, Case{65, 65, 2, 2, 8, false},
-                                           Case{130, 130, 4, 2, 40, true}, Case{9, 300, 2, 1, 256, false}));
+                         ::testing::Values(AttentionProblem{1, 1, 1, 1, 16, true}, AttentionProblem{5, 5, 4, 2, 16, true},
+                                           AttentionProblem{17, 17, 4, 2, 16, true}, AttentionProblem{33, 33, 8, 2, 24, true},
+                                           AttentionProblem{70, 70, 4, 1, 16, true}, AttentionProblem{8, 13, 4, 2, 16, false},
+                                           AttentionProblem{17, 83, 4, 4, 16, false}, AttentionProblem{40, 131, 6, 2, 32, false},
+                                           AttentionProblem{3, 200, 8, 2, 128, false}, AttentionProblem{65, 65, 2, 2, 8, false},
+                                           AttentionProblem{130, 130, 4, 2, 40, true}, AttentionProblem{9, 300, 2, 1, 256, false}));
 
 TEST(AttentionProblemCheck, EveryVariantRejectsUngroupedHeadsAndImpossibleCausalShapes) {
   std::vector<float> buffer(1024);

@@ -1,4 +1,5 @@
-#include "io/tokenizer.hpp"
+#include "text/prompt_model.hpp"
+#include "text/tokenizer.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +7,7 @@
 
 #include "stepmix/error.hpp"
 
-namespace stepmix {
+namespace stepmix::text {
 namespace {
 
 const char* kTokenizer = R"({
@@ -32,13 +33,18 @@ std::string with(const std::string& from, const std::string& to) {
   return s.replace(pos, from.size(), to);
 }
 
+// The error of loading `json` as a tokenizer and taking its control ids.
 std::string error_of(const std::string& json) {
   try {
-    Tokenizer::from_json_text(json, "tok.json");
+    PromptModel::from_parts(Tokenizer::from_json_text(json, "tok.json"), nullptr, "", std::nullopt, false);
   } catch (const Error& e) {
     return e.what();
   }
   return "";
+}
+
+PromptModel plain_model(const std::string& json) {
+  return PromptModel::from_parts(Tokenizer::from_json_text(json, "tok.json"), nullptr, "", std::nullopt, false);
 }
 
 TEST(Tokenizer, WordLevelWithLowercaseAndWhitespace) {
@@ -47,11 +53,21 @@ TEST(Tokenizer, WordLevelWithLowercaseAndWhitespace) {
   // Whitespace splits punctuation runs from words (\w+|[^\w\s]+).
   EXPECT_EQ(tok.encode("a T-shirt,  boot"), (std::vector<int64_t>{3, 8, 9, 10, 11, 7}));
   EXPECT_EQ(tok.encode(""), (std::vector<int64_t>{}));
-  EXPECT_EQ(tok.understanding_prefix("ankle boot"), (std::vector<int64_t>{6, 7, 1, 2}));
-  EXPECT_EQ(tok.understanding_prefix(""), (std::vector<int64_t>{1, 2}));
-  EXPECT_EQ(tok.eos_id(), 1);
-  EXPECT_EQ(tok.vision_start_id(), 2);
+  const PromptModel model = plain_model(kTokenizer);
+  EXPECT_EQ(model.style(), PromptStyle::plain);
+  EXPECT_EQ(model.understanding_prefix("ankle boot"), (std::vector<int64_t>{6, 7, 1, 2}));
+  EXPECT_EQ(model.understanding_prefix(""), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(model.eos_id(), 1);
+  EXPECT_EQ(model.vision_start_id(), 2);
   EXPECT_EQ(tok.vocab_size(), 12);
+  // A plain model's prompt is encoded as given: no sentences, no template.
+  Cosmos3PromptRequest request;
+  request.prompt = "a photo of a boot";
+  request.negative_prompt = "a shirt";
+  const Cosmos3Prompt p = model.build(request);
+  EXPECT_EQ(p.positive_rendered, "a photo of a boot");
+  EXPECT_EQ(p.positive_ids, (std::vector<int64_t>{3, 4, 5, 3, 7, 1, 2}));
+  EXPECT_EQ(p.negative_ids, (std::vector<int64_t>{3, 10, 1, 2}));
 }
 
 TEST(Tokenizer, AddedTokensMatchVerbatimBeforeNormalisation) {
@@ -67,7 +83,7 @@ TEST(Tokenizer, WhitespaceSplitKeepsPunctuation) {
 }
 
 TEST(Tokenizer, UnsupportedOrMalformedFilesAreRejected) {
-  EXPECT_NE(error_of(with(R"("type": "WordLevel")", R"("type": "BPE")")).find("model.type: \"BPE\" is not supported"),
+  EXPECT_NE(error_of(with(R"("type": "WordLevel")", R"("type": "Unigram")")).find("model.type: \"Unigram\" is not supported"),
             std::string::npos);
   EXPECT_NE(error_of(with(R"("type": "Lowercase")", R"("type": "NFKC")")).find("normalizer.type"), std::string::npos);
   EXPECT_NE(error_of(with(R"("type": "Whitespace")", R"("type": "ByteLevel")")).find("pre_tokenizer.type"),
@@ -120,4 +136,4 @@ TEST(Tokenizer, UnknownWordWithoutUnkTokenIsAnError) {
 }
 
 }  // namespace
-}  // namespace stepmix
+}  // namespace stepmix::text
