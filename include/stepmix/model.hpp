@@ -44,6 +44,9 @@ struct ModelOptions {
   // forward (each weight read once per step); the results are bit-identical
   // either way. false (or STEPMIX_CFG_BATCH=0) runs them one after the other.
   bool batch_cfg = true;
+  // Scan every weight for NaN and infinities when opening (as llama.cpp's
+  // --check-tensors); the first one found is an error naming the tensor.
+  bool check_tensors = false;
 };
 
 // Built-in defaults of a request, used when neither the request nor the
@@ -51,6 +54,14 @@ struct ModelOptions {
 inline constexpr int kDefaultSteps = 35;
 inline constexpr double kDefaultGuidance = 6.0;
 inline constexpr double kDefaultFps = 24.0;
+
+// Limits of a request, checked before anything is allocated (also for
+// defaults read from a model's files).
+inline constexpr int kMaxSteps = 10000;
+inline constexpr double kMaxGuidance = 100.0;
+inline constexpr int kMaxFrames = 4097;                   // 1 + 4·1024
+inline constexpr int kMaxPixels = 16384;                  // height, width
+inline constexpr int64_t kMaxVisionTokens = int64_t(1) << 20;
 
 // One generation. Unset optionals take the model's defaults, then the
 // built-in ones.
@@ -100,8 +111,10 @@ struct GeneratePlan {
   std::vector<int64_t> cond_ids, uncond_ids;  // uncond empty without CFG
   // Bytes of the rendered chat texts, when a Cosmos3 prompt was built.
   std::optional<std::size_t> cond_rendered_bytes, uncond_rendered_bytes;
-  // Things the user should know about this plan (one line each).
-  std::vector<std::string> notes;
+  // Things the user should know about this plan (one line each): notes, and
+  // warnings (a prompt word the vocabulary does not know, with its nearest
+  // entries).
+  std::vector<std::string> notes, warnings;
   std::string scheduler;                      // e.g. "UniPCMultistepScheduler"
   std::vector<double> timesteps;
   std::vector<double> sigmas;  // the scheduler's float32 sigmas, widened
@@ -205,6 +218,8 @@ class Model {
   int64_t weight_bytes_resident() const;
   // Bytes of dequantized BF16 weight copies (WeightCache::All), included above.
   int64_t weight_cache_bytes() const;
+  // The safetensors files of the transformer (outputs must not replace them).
+  std::vector<std::string> weight_files() const;
 
   // One transformer call on inputs in the golden file layout (input_ids,
   // position_ids, vision_latent, vision_timesteps, und_len[,
@@ -226,12 +241,55 @@ class Model {
 // policy stay as they are.
 GenerateRequest sampled_exactly(GenerateRequest request, const GeneratePlan& plan);
 
-// Outputs of a generation, written under temporary names and renamed.
-struct OutputPaths {
-  std::optional<std::string> image;    // PNG: pixel-space models only (frames side by side)
-  std::optional<std::string> latents;  // safetensors, F32 tensor "latent" [1, C, T, H, W]
+// What a generation writes. The extension of `out` decides its format:
+//   .png          the image (pixel-space models: frames side by side)
+//   .safetensors  the final latent, F32 tensor "latent" [1, C, T, H, W]
+// Anything else is an error naming the extension. `save_latents` is a
+// .safetensors file beside a picture.
+struct OutputRequest {
+  std::optional<std::string> out;
+  std::optional<std::string> save_latents;
 };
-void write_outputs(const GenerateResult& result, const OutputPaths& paths);
+
+// What is recorded with an output: a PNG's "parameters" and "stepmix" text
+// chunks, and `generate --json`.
+struct OutputMetadata {
+  std::string prompt;           // as given (ids written "ids:1,2,3")
+  std::string negative_prompt;
+  uint64_t seed = 0;
+  std::string model;            // the model folder as given
+};
+
+// The files of one generation, declared and checked against every rule
+// (io/output_set.hpp: no directory, FIFO or device replaced, no output that
+// is an input such as the checkpoint's own files or the noise file, the
+// folder exists and is writable) before any sampling, then staged under
+// unpredictable temporary names and committed together: on a failure or a
+// signal nothing new is visible.
+class GenerationOutputs {
+ public:
+  // Validates now; `inputs` are further files that must not be overwritten
+  // (the noise file). Throws stepmix::Error naming the option and the path.
+  GenerationOutputs(const Model& model, const GeneratePlan& plan, const OutputRequest& request,
+                    const std::vector<std::string>& inputs = {});
+  ~GenerationOutputs();
+  GenerationOutputs(GenerationOutputs&&) noexcept;
+  GenerationOutputs& operator=(GenerationOutputs&&) noexcept;
+
+  // The paths that will be written, for messages.
+  const std::optional<std::string>& image() const;
+  const std::optional<std::string>& latents() const;
+
+  // Checks the result is finite, encodes, stages and commits every output.
+  void write(const GenerateResult& result, const OutputMetadata& metadata);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The text chunks of a PNG (tEXt, zTXt, iTXt), keyword → text, in file order.
+std::vector<std::pair<std::string, std::string>> read_png_metadata(const std::string& path);
 
 // F32 safetensors of `tensors`, written under a temporary name and renamed.
 void write_tensors(const std::string& path, const std::vector<NamedTensor>& tensors);

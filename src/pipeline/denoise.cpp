@@ -4,7 +4,33 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/non_finite.hpp"
+
 namespace stepmix {
+namespace {
+
+// The first intermediate tensor of a forward (in the order it computes them)
+// holding NaN or an infinity: the forward is run again with every tensor
+// recorded, only after its output was found non-finite.
+std::string first_non_finite_tensor(Cosmos3Transformer& transformer, const ForwardInputs& in, ForwardOptions options,
+                                    int64_t layers) {
+  ForwardDebug debug;
+  options.debug = &debug;
+  transformer.forward(in, options);
+  std::vector<std::string> order{"und_embed"};
+  for (int64_t k = 0; k < layers; ++k) order.push_back("und_hidden." + std::to_string(k));
+  for (const char* name : {"vision_proj_in", "timestep_embed", "gen_embed"}) order.emplace_back(name);
+  for (int64_t k = 0; k < layers; ++k) order.push_back("gen_hidden." + std::to_string(k));
+  for (const char* name : {"gen_final_norm", "packed_pred"}) order.emplace_back(name);
+  for (const std::string& name : order) {
+    auto it = debug.tensors.find(name);
+    if (it != debug.tensors.end() && first_non_finite(it->second.data.data(), it->second.data.size()))
+      return name;
+  }
+  return "the read-out";
+}
+
+}  // namespace
 
 bool cfg_batching_from_environment() {
   const char* env = std::getenv("STEPMIX_CFG_BATCH");
@@ -56,6 +82,19 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
       if (observer) observer->on_pass(i, pass);
       ++result.transformer_calls;
     };
+    // A non-finite velocity stops the loop, naming the first non-finite
+    // tensor of that pass (rerun alone: a batched pass gives the same bits).
+    auto check_velocity = [&](const std::vector<float>& v, const ForwardInputs& in, CfgPass pass) {
+      if (!first_non_finite(v.data(), v.size())) return;
+      const std::string where =
+          first_non_finite_tensor(transformer, in, options, transformer.config().num_hidden_layers);
+      throw Error("generate", "step " + std::to_string(i + 1) + " of " + std::to_string(N) + " (" +
+                                  (pass == CfgPass::Conditional ? "conditional" : "unconditional") + " pass at " +
+                                  std::string(precision_trace_token(options.generation)) +
+                                  "): the velocity is not finite; the first non-finite tensor is " + where +
+                                  " (a NaN or infinity in the weights, --check-tensors finds it, or values past "
+                                  "the float range); nothing was written");
+    };
     std::vector<float> v_cond, v_uncond;
     if (cfg && batched) {
       prepare(cond, CfgPass::Conditional);
@@ -73,6 +112,8 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
         v_uncond = transformer.forward(uncond, options).data;
       }
     }
+    check_velocity(v_cond, cond, CfgPass::Conditional);
+    if (cfg) check_velocity(v_uncond, uncond, CfgPass::Unconditional);
     if (cfg) {
       const float g = float(request.guidance);
       for (std::size_t k = 0; k < numel; ++k) guided[k] = v_uncond[k] + g * (v_cond[k] - v_uncond[k]);
@@ -80,6 +121,10 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
       std::copy(v_cond.begin(), v_cond.end(), guided.begin());
     }
     scheduler.step(guided.data(), t, latent.data(), numel);
+    if (first_non_finite(latent.data(), numel))
+      throw Error("generate", "step " + std::to_string(i + 1) + " of " + std::to_string(N) +
+                                  ": the scheduler update made the latent non-finite (guidance " +
+                                  std::to_string(request.guidance) + "); nothing was written");
     if (observer) observer->on_step_end(i, v_cond, cfg ? &v_uncond : nullptr, guided, latent);
     if (cancel && cancel->load() && i + 1 < N) throw Cancelled(i + 1, N);
   }

@@ -3,11 +3,15 @@
 #include "stepmix/model.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "io/checkpoint.hpp"
+#include "core/non_finite.hpp"
+#include "io/check_tensors.hpp"
 #include "io/safetensors.hpp"
+#include "model/checkpoint_check.hpp"
 #include "model/transformer.hpp"
 #include "pipeline/denoise.hpp"
 #include "pipeline/memory_estimate.hpp"
@@ -23,13 +27,22 @@ struct Model::Impl {
       : dir(std::move(d)),
         options(o),
         defaults(read_model_defaults(dir)),
-        transformer(Cosmos3Transformer::load(dir, o.weight_cache, backend_for(o.device))),
+        store(TensorStore::open_folder(dir.transformer_dir)),
+        transformer(load_checked(dir, store, o)),
         sequence(read_sequence_settings(dir.config, dir.config_path)),
         encoder(dir) {}
+
+  // With ModelOptions::check_tensors every weight is scanned for NaN and
+  // infinities before the model is built.
+  static Cosmos3Transformer load_checked(const ModelDirectory& dir, const TensorStore& store, const ModelOptions& o) {
+    if (o.check_tensors) check_tensors(store);
+    return Cosmos3Transformer::load(store, dir.config, dir.config_path, o.weight_cache, backend_for(o.device));
+  }
 
   ModelDirectory dir;
   ModelOptions options;
   ModelDefaults defaults;
+  TensorStore store;
   Cosmos3Transformer transformer;
   SequenceSettings sequence;
   mutable PromptEncoder encoder;  // loads the tokenizer on first use
@@ -81,6 +94,46 @@ class CallbackObserver final : public DenoiseObserver {
   StepEvent event_;
 };
 
+// Every number of a request is finite and in a range stepmix can run, checked
+// before anything is allocated; `where` names the source of a default.
+void check_request_values(const GenerateRequest& r, int steps, double guidance, const ModelDirectory& dir) {
+  const std::string defaults = dir.model_index_path.value_or("model_index.json") + ": stepmix.";
+  if (steps < 1 || steps > kMaxSteps)
+    throw Error("generate", (r.steps ? std::string("--steps") : defaults + "num_inference_steps") +
+                                ": expected an integer in [1, " + std::to_string(kMaxSteps) + "], got " +
+                                std::to_string(steps));
+  if (!std::isfinite(guidance) || guidance < 0 || guidance > kMaxGuidance)
+    throw Error("generate", (r.guidance ? std::string("--guidance") : defaults + "guidance_scale") +
+                                ": expected a finite number in [0, " + std::to_string(int(kMaxGuidance)) + "], got " +
+                                std::to_string(guidance));
+  if (!std::isfinite(r.fps) || !(r.fps > 0) || r.fps > 1000)
+    throw Error("generate", "--fps: expected a finite number in (0, 1000], got " + std::to_string(r.fps));
+  if (r.flow_shift && (!std::isfinite(*r.flow_shift) || !(*r.flow_shift > 0) || *r.flow_shift > 1000))
+    throw Error("generate", "--flow-shift: expected a finite number in (0, 1000], got " + std::to_string(*r.flow_shift));
+  if (r.frames && (*r.frames < 1 || *r.frames > kMaxFrames))
+    throw Error("generate", "--frames: expected an integer in [1, " + std::to_string(kMaxFrames) + "], got " +
+                                std::to_string(*r.frames));
+  for (const auto& [name, v] : {std::pair{"--height", r.height}, std::pair{"--width", r.width}})
+    if (v && (*v < 1 || *v > kMaxPixels))
+      throw Error("generate", std::string(name) + ": expected an integer in [1, " + std::to_string(kMaxPixels) +
+                                  "], got " + std::to_string(*v));
+  if (r.noise)
+    if (const auto bad = first_non_finite(r.noise->data(), r.noise->size()))
+      throw Error("generate", "the initial noise holds a non-finite value at element " + std::to_string(*bad));
+}
+
+// The transformer's sequence is bounded too: more vision tokens than this is
+// refused before any buffer is sized for it.
+void check_token_count(const std::array<int64_t, 4>& shape, const Cosmos3Config& c) {
+  const int64_t p = c.latent_patch_size;
+  const int64_t tokens = shape[1] * ((shape[2] + p - 1) / p) * ((shape[3] + p - 1) / p);
+  if (tokens > kMaxVisionTokens)
+    throw Error("generate", "the latent " + std::to_string(shape[0]) + "," + std::to_string(shape[1]) + "," +
+                                std::to_string(shape[2]) + "," + std::to_string(shape[3]) + " makes " +
+                                std::to_string(tokens) + " vision tokens; stepmix runs at most " +
+                                std::to_string(kMaxVisionTokens) + " (a 720p 189-frame video is 44160)");
+}
+
 }  // namespace
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -102,7 +155,9 @@ Model Model::open(const std::string& path, const ModelOptions& options) {
   info.pixel_space = is_pixel_space(impl->dir);
   info.has_tokenizer = impl->dir.tokenizer_path.has_value();
   info.warnings = impl->transformer.warnings();
-  info.warnings.insert(info.warnings.end(), policy.warnings.begin(), policy.warnings.end());
+  const std::vector<std::string> directory_warnings = model_directory_warnings(impl->dir);
+  for (const auto* more : {&policy.warnings, &directory_warnings})
+    info.warnings.insert(info.warnings.end(), more->begin(), more->end());
   info.default_height = impl->defaults.height;
   info.default_width = impl->defaults.width;
   info.default_steps = impl->defaults.steps;
@@ -131,7 +186,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   GeneratePlan p;
   p.steps = r.steps ? *r.steps : m.defaults.steps.value_or(kDefaultSteps);
   p.guidance = r.guidance ? *r.guidance : m.defaults.guidance.value_or(kDefaultGuidance);
-  if (p.steps < 1) throw Error("generate", "--steps: expected an integer >= 1, got " + std::to_string(p.steps));
+  check_request_values(r, p.steps, p.guidance, m.dir);
   p.policy = resolve_policy(m.dir.config, m.dir.config_path, r.policy);
   check_governed_counts(p.policy, m.transformer.governed_counts(), m.dir.transformer_dir);
   p.plan = plan_steps(p.policy, m.transformer.has_fp8(), p.steps);
@@ -141,6 +196,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
                                     m.transformer.config().latent_channel, m.defaults);
   const int64_t C = p.latent_shape[0];
   p.image_output = is_pixel_space(m.dir) && (C == 1 || C == 3);
+  check_token_count(p.latent_shape, m.transformer.config());
 
   const bool cfg = p.guidance != 1.0;
   const bool uncond_from_text = cfg && !r.negative_prompt_ids;
@@ -158,7 +214,8 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
     const EncodedPrompts e = m.encoder.encode_pair(
         r.prompt_ids ? std::nullopt : r.prompt, r.negative_prompt.value_or(""), uncond_from_text,
         prompt_geometry_for({r.latent_shape, r.height, r.width, r.frames}, p.latent_shape, m.dir, r.fps,
-                            r.use_system_prompt));
+                            r.use_system_prompt),
+        &p.warnings);
     p.cond_ids = e.cond;
     p.uncond_ids = e.uncond;
     p.cond_rendered_bytes = e.cond_rendered_bytes;
@@ -224,6 +281,12 @@ GenerateRequest sampled_exactly(GenerateRequest r, const GeneratePlan& p) {
 
 int64_t Model::weight_bytes_resident() const {
   return mapped_resident_bytes(impl_->dir.transformer_dir) + weight_cache_bytes();
+}
+
+std::vector<std::string> Model::weight_files() const {
+  std::vector<std::string> files;
+  for (const auto& f : impl_->store.files()) files.push_back(f->path());
+  return files;
 }
 
 int64_t Model::weight_cache_bytes() const { return int64_t(impl_->transformer.weight_cache_bytes()); }

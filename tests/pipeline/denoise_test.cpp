@@ -1,4 +1,4 @@
-// The loop's contract with the step controller (spec step-policy.md §10):
+// The loop's contract with the step controller (docs/step-policy.md §10):
 // precision chosen once per iteration before any call, shared by both CFG
 // passes, reset to native on every exit path; cancellation; determinism.
 #include "pipeline/denoise.hpp"

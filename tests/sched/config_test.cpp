@@ -194,7 +194,7 @@ TEST(SchedulerConfigParse, KarrasNeedsBoundsAndNoShift) {
   EXPECT_NE(parse_error(j).find("sigma_max: expected a number above sigma_min"), std::string::npos);
 }
 
-json distilled_json() {  // spec §9
+json distilled_json() {  // docs/schedulers.md §9
   return {{"_class_name", "FlowMatchEulerDiscreteScheduler"},
           {"num_train_timesteps", 1000},
           {"shift", 1.0},
