@@ -1,6 +1,7 @@
 #include "pipeline/memory_estimate.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -78,6 +79,19 @@ std::optional<int64_t> memory_available_bytes() {
   return std::nullopt;
 }
 
+std::optional<int64_t> memory_budget_bytes() {
+  std::optional<int64_t> budget = memory_available_bytes();
+  const char* env = std::getenv("STEPMIX_MEMORY_LIMIT_MIB");
+  if (!env) return budget;
+  char* end = nullptr;
+  errno = 0;
+  const long long mib = std::strtoll(env, &end, 10);
+  if (*env == '\0' || *end != '\0' || errno != 0 || mib <= 0 || mib > (int64_t(1) << 43))
+    throw Error("generate", std::string("STEPMIX_MEMORY_LIMIT_MIB: expected a positive integer (MiB), got '") + env + "'");
+  const int64_t limit = int64_t(mib) << 20;
+  return budget ? std::min(*budget, limit) : limit;
+}
+
 namespace {
 std::string gib(int64_t bytes) {
   char s[32];
@@ -98,8 +112,9 @@ void check_generation_fits(const MemoryEstimate& e, int64_t available, const std
   if (const char* env = std::getenv("STEPMIX_MEMORY_CHECK"); env && std::string(env) == "0") return;
   if (e.additional_bytes() <= available) return;
   throw Error("generate", what + ": does not fit in memory: " + describe(e) + ", but " + gib(available) +
-                              " is available (MemAvailable); use fewer tokens, no CFG batching or a machine with "
-                              "more memory (STEPMIX_MEMORY_CHECK=0 skips this check)");
+                              " is available (MemAvailable, capped by STEPMIX_MEMORY_LIMIT_MIB); use fewer tokens, "
+                              "no CFG batching or a machine with more memory (STEPMIX_MEMORY_CHECK=0 skips this "
+                              "check)");
 }
 
 }  // namespace stepmix

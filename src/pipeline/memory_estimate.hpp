@@ -58,6 +58,12 @@ int64_t mapped_weight_file_bytes(const std::string& folder);
 // MemAvailable of /proc/meminfo in bytes, or nothing where it cannot be read.
 std::optional<int64_t> memory_available_bytes();
 
+// What a generation may use: MemAvailable, or less where
+// STEPMIX_MEMORY_LIMIT_MIB=N caps it (room kept for other processes, or a
+// container's limit that MemAvailable does not show); nothing where neither
+// is known. A value that is not a positive integer is an error.
+std::optional<int64_t> memory_budget_bytes();
+
 // Throws stepmix::Error("generate", ...) with the estimate (needed against
 // available, in GiB, and what the need is made of) when the generation does
 // not fit in `available` bytes. STEPMIX_MEMORY_CHECK=0 turns the check off.

@@ -48,9 +48,9 @@ struct Model::Impl {
   mutable PromptEncoder encoder;  // loads the tokenizer on first use
   ModelInfo info;
 
-  // Refuses a request whose estimate does not fit in MemAvailable.
+  // Refuses a request whose estimate does not fit in the memory budget.
   void check_memory(const DenoiseRequest& request) const {
-    const std::optional<int64_t> available = memory_available_bytes();
+    const std::optional<int64_t> available = memory_budget_bytes();
     if (!available) return;
     check_generation_fits(estimate_memory(request), *available, dir.transformer_dir);
   }

@@ -50,7 +50,9 @@ for batch in 0 1; do
 done
 cmp -s "$tmp/embedded-0.safetensors" "$tmp/embedded-1.safetensors" || fail "batched CFG changed the embedded model's latents"
 # A request that cannot fit in memory is refused before sampling, with the estimate.
-expect_error too_large "does not fit in memory: needs" generate "${common[@]}" --latent-shape 4,1,8000,8000 --steps 2
+STEPMIX_MEMORY_LIMIT_MIB=1 expect_error too_large "does not fit in memory: needs" generate "${common[@]}" --steps 2
+STEPMIX_MEMORY_LIMIT_MIB=0 expect_error bad_memory_limit "STEPMIX_MEMORY_LIMIT_MIB: expected a positive integer" \
+  generate "${common[@]}" --steps 2
 STEPMIX_CFG_BATCH=2 expect_error bad_cfg_batch "STEPMIX_CFG_BATCH: expected 0 or 1" generate "${common[@]}" --steps 2
 out=$("$bin" generate "${common[@]}" --steps 4 --mixed-precision none) || fail "none"
 grep -qx "trace: W8A8x4" <<<"$out" || fail "none trace: $out"
