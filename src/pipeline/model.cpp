@@ -224,7 +224,9 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   if (r.prompt_ids) p.cond_ids = *r.prompt_ids;
   if (cfg && r.negative_prompt_ids) p.uncond_ids = *r.negative_prompt_ids;
 
-  auto scheduler = sched::make_scheduler(m.scheduler_config(r, p.latent_shape[1]));
+  const sched::SchedulerConfig scheduler_config = m.scheduler_config(r, p.latent_shape[1]);
+  p.notes.insert(p.notes.end(), scheduler_config.notes.begin(), scheduler_config.notes.end());
+  auto scheduler = sched::make_scheduler(scheduler_config);
   scheduler->set_timesteps(p.steps);
   p.scheduler = scheduler->name();
   p.timesteps = scheduler->timesteps();
@@ -249,9 +251,11 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
   request.activations = m.options.activations;
   request.batch_cfg = m.options.batch_cfg && cfg_batching_from_environment();
   m.check_memory(request);  // before anything the size of the request is allocated
-  request.noise = r.noise ? *r.noise : NormalGenerator(r.seed).normals(std::size_t(C * T * H * W));
+  auto generator = std::make_shared<NormalGenerator>(r.seed);
+  request.noise = r.noise ? *r.noise : generator->normals(std::size_t(C * T * H * W));
 
   auto scheduler = sched::make_scheduler(m.scheduler_config(r, T));
+  draw_step_noise_from(*scheduler, generator);
   StepController controller(p.plan);
   CallbackObserver observer(callbacks);
   const auto start = std::chrono::steady_clock::now();

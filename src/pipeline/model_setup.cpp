@@ -12,6 +12,13 @@ using json = nlohmann::json;
 
 ModelDefaults read_model_defaults(const ModelDirectory& dir) {
   ModelDefaults d;
+  if (dir.model_index.is_object() && dir.model_index.contains("use_native_flow_schedule")) {
+    const json& v = dir.model_index["use_native_flow_schedule"];
+    if (!v.is_boolean())
+      throw Error("config", dir.model_index_path.value_or("model_index.json") +
+                                ": use_native_flow_schedule: expected true or false, got " + v.dump());
+    d.native_flow_schedule = v.get<bool>();
+  }
   if (!dir.model_index.is_object() || !dir.model_index.contains("stepmix")) return d;
   const json& s = dir.model_index["stepmix"];
   const std::string where = dir.model_index_path.value_or("model_index.json") + ": stepmix.";
@@ -123,6 +130,7 @@ sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const Mod
       throw Error("generate", "--scheduler: expected unipc or euler, got '" + *r.kind + "'");
   }
   if (o.kind.value_or(config.kind) == sched::SchedulerKind::unipc_multistep) o.use_karras_sigmas = false;
+  o.native_flow_grid = read_model_defaults(dir).native_flow_schedule;
   o.flow_shift = r.flow_shift;
   sched::apply_overrides(config, o);
   return config;

@@ -23,6 +23,7 @@ namespace stepmix {
 struct ModelDefaults {
   std::optional<int> height, width, steps;
   std::optional<double> guidance;
+  bool native_flow_schedule = false;  // the pipeline's use_native_flow_schedule
 };
 ModelDefaults read_model_defaults(const ModelDirectory& dir);
 

@@ -127,7 +127,13 @@ void GenerationOutputs::write(const GenerateResult& result, const OutputMetadata
     info.extra = {{"reasoner", std::string(precision_json_name(result.reasoner))},
                   {"scheduler", result.plan.scheduler},
                   {"latent_shape", {1, C, T, H, W}},
-                  {"model_path", meta.model}};
+                  {"model_path", meta.model},
+                  {"prompt_ids", result.plan.cond_ids.size()},
+                  {"negative_prompt_ids", result.plan.uncond_ids.size()}};
+    // The chat-templated texts' lengths, where a template rendered them.
+    if (result.plan.cond_rendered_bytes) info.extra["prompt_rendered_bytes"] = *result.plan.cond_rendered_bytes;
+    if (result.plan.uncond_rendered_bytes)
+      info.extra["negative_prompt_rendered_bytes"] = *result.plan.uncond_rendered_bytes;
     m.set.stage_file(m.image_id, encode_png(*m.image, latent_to_image(result.latent, result.plan.latent_shape),
                                             generation_png_text(p, info)));
   }

@@ -98,7 +98,9 @@ std::map<std::string, float> calibrate(Cosmos3Transformer& transformer, const Mo
       request.latent_shape = c.latent_shape;
       request.fps = c.fps;
       request.guidance = c.guidance;
-      request.noise = NormalGenerator(uint64_t(seed)).normals(std::size_t(C * T * H * W));
+      auto generator = std::make_shared<NormalGenerator>(uint64_t(seed));
+      request.noise = generator->normals(std::size_t(C * T * H * W));
+      draw_step_noise_from(*scheduler, generator);
       calls += denoise(transformer, *scheduler, controller, request, sequence).transformer_calls;
     }
   }

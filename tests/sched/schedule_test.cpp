@@ -77,6 +77,16 @@ TEST(UniPCSchedule, SpecTable) {  // docs/schedulers.md §2.3
   EXPECT_EQ(unipc_flow_schedule(50, 1000, 3).timesteps, n50s3);
 }
 
+// The pipeline's use_native_flow_schedule (docs/schedulers.md §2.2): the grid
+// starts at 1 − 1/T, so there is no nudge; timesteps truncate as before.
+TEST(UniPCSchedule, NativeFlowGrid) {
+  expect_grid(unipc_flow_schedule(4, 1000, 10, /*native_grid=*/true), {999, 967, 908, 768},
+              {0.99989992, 0.96761698, 0.90892547, 0.76899391, 0});
+  const UniPCSchedule one = unipc_flow_schedule(1, 1000, 1, true);
+  EXPECT_EQ(one.timesteps, (std::vector<std::int64_t>{999}));
+  EXPECT_EQ(one.sigmas[0], 0.999f);
+}
+
 TEST(UniPCSchedule, RejectsNonPositiveSteps) {
   EXPECT_THROW(unipc_flow_schedule(0, 1000, 10), Error);
   EXPECT_THROW(unipc_flow_schedule(-1, 1000, 10), Error);

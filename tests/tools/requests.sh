@@ -150,6 +150,52 @@ expect_ok threads_1 "trace:" generate -m "$fashion" -p "a boot" --steps 3 -t 1 -
 expect_ok threads_2 "trace:" generate -m "$fashion" -p "a boot" --steps 3 -t 2 -o $o/t2.png
 cmp -s $o/t1.png $o/t2.png || fail "threads: -t 1 and -t 2 wrote different pictures"
 
+# Pipeline scheduler settings of model_index.json and scheduler_config.json.
+/usr/bin/python3 - "$fashion" "$tmp" <<'PY' || fail "could not build the scheduler cases"
+import json, os, shutil, sys
+src, tmp = sys.argv[1], sys.argv[2]
+for name, edit in (("native", lambda idx, sch: idx.update(use_native_flow_schedule=True)),
+                   ("native_bad", lambda idx, sch: idx.update(use_native_flow_schedule="yes")),
+                   ("karras", lambda idx, sch: sch.update(use_karras_sigmas=True, flow_shift=3.0))):
+    dst = os.path.join(tmp, name)
+    shutil.copytree(src, dst)
+    idx_path, sch_path = os.path.join(dst, "model_index.json"), os.path.join(dst, "scheduler", "scheduler_config.json")
+    idx, sch = json.load(open(idx_path)), json.load(open(sch_path))
+    edit(idx, sch)
+    json.dump(idx, open(idx_path, "w"))
+    json.dump(sch, open(sch_path, "w"))
+PY
+expect_ok native_grid "trace:" generate -m "$tmp/native" -p boot -o "$o/native.png" --save-latents "$o/native.safetensors"
+grep -qF "UniPC on the native flow grid" "$tmp/err" || fail "native_grid: no note: $(cat "$tmp/err")"
+expect_ok default_grid "trace:" generate -m "$fashion" -p boot -o "$o/default.png" --save-latents "$o/default.safetensors"
+cmp -s "$o/native.safetensors" "$o/default.safetensors" && fail "native_grid: the same latent as the default grid"
+expect_rejected native_not_bool "$tmp/native_bad/model_index.json: use_native_flow_schedule" "expected true or false" \
+  generate -m "$tmp/native_bad" -p boot -o "$o/x.png"
+# A distilled build: FlowMatch Euler with a fixed sigma list, drawing fresh noise every step from the
+# seed's generator (one seed, one run).
+mkdir -p "$tmp/distilled"
+cp -r "$fashion/." "$tmp/distilled/"
+cat >"$tmp/distilled/scheduler/scheduler_config.json" <<'JSON'
+{"_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 1.0,
+ "stochastic_sampling": true, "use_karras_sigmas": false, "fixed_step_requires_explicit_sigmas": true,
+ "fixed_step_sampler_config": {"sample_type": "sde", "t_list": [1.0, 0.9375, 0.8333333333333334, 0.625]}}
+JSON
+for run in a b; do
+  expect_ok "distilled_$run" "trace: W8A16x4" generate -m "$tmp/distilled" -p boot --steps 4 -s 3 -o "$o/d$run.png" \
+    --save-latents "$o/d$run.safetensors"
+done
+expect_ok distilled_seed "trace:" generate -m "$tmp/distilled" -p boot --steps 4 -s 4 -o "$o/dc.png" \
+  --save-latents "$o/dc.safetensors"
+cmp -s "$o/da.safetensors" "$o/db.safetensors" || fail "distilled: the same seed gave different latents"
+cmp -s "$o/da.safetensors" "$o/dc.safetensors" && fail "distilled: two seeds gave the same latent"
+expect_rejected distilled_steps "--steps" "expected 4 steps (--steps), got 8" generate -m "$tmp/distilled" -p boot \
+  --steps 8 -o "$o/x.png"
+[[ -e $o/x.png ]] && fail "distilled_steps: wrote $o/x.png"
+
+# A checkpoint file asking for Karras sigmas with a shift runs as the pipeline does: Karras off, said.
+expect_ok karras_off "trace:" generate -m "$tmp/karras" -p boot -o "$o/karras.png"
+grep -qF "use_karras_sigmas true is turned off" "$tmp/err" || fail "karras_off: no note: $(cat "$tmp/err")"
+
 # The progress bar (drawn only on a terminal: util-linux's script gives one).
 if command -v script >/dev/null; then
   checks=$((checks + 1))
