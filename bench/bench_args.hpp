@@ -7,9 +7,11 @@
 
 namespace stepmix::bench {
 
-// "44160,1024" → {44160, 1024} (std::stoll on each item: a bad one throws).
+// "44160,1024" → {44160, 1024} (std::stoll on each item: a bad one throws);
+// "none" → {}.
 inline std::vector<int64_t> parse_list(const std::string& text) {
   std::vector<int64_t> out;
+  if (text == "none") return out;
   std::size_t start = 0;
   while (start <= text.size()) {
     const std::size_t end = text.find(',', start);

@@ -38,6 +38,13 @@ double run_one_thread(long iterations) {
          a9 = a0, a10 = a0, a11 = a0;
   const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3F80);  // 1.0 in bf16
   const __m512bh y = (__m512bh)_mm512_set1_epi16(0x3C00);  // small value, keeps sums finite
+  // The twelve chains compute the same values; without this barrier in the
+  // loop the compiler proves them equal and keeps one (GCC 12 does), which
+  // times the latency of one chain and reports it as 12 instructions.
+#define STEPMIX_KEEP_CHAINS_APART()                                                                              \
+  __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), \
+                   "+v"(a9), "+v"(a10), "+v"(a11))
+  STEPMIX_KEEP_CHAINS_APART();
   const double t0 = thread_seconds();
   for (long i = 0; i < iterations; ++i) {
     a0 = _mm512_dpbf16_ps(a0, x, y);
@@ -52,6 +59,7 @@ double run_one_thread(long iterations) {
     a9 = _mm512_dpbf16_ps(a9, x, y);
     a10 = _mm512_dpbf16_ps(a10, x, y);
     a11 = _mm512_dpbf16_ps(a11, x, y);
+    STEPMIX_KEEP_CHAINS_APART();
   }
   const double seconds = thread_seconds() - t0;
   const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),

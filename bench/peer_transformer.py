@@ -17,11 +17,15 @@ writes them). Precision modes, with torch 1.13 (no float8 dtype):
          (a second rounding the fused stepmix kernel does not have).
 
 usage: peer_transformer.py --model DIR --mode dense|w8a16|w8a8 --tokens 256,1024
-                           [--repeats R] [--threads T]
-Reads DIR/bf16 or DIR/fp8 and DIR/inputs-<N>.safetensors; if
-DIR/velocity-<mode>-<N>.f32 exists (stepmix's output), reports
+                           [--repeats R] [--threads T] [--cfg off|separate|batched]
+Reads DIR/bf16 or DIR/fp8 and DIR/inputs-<N>[-uncond].safetensors. A call is
+one pass (--cfg off), the two CFG passes one after the other (separate), or
+both stacked on a batch axis in one forward (batched: every Linear reads its
+weight once for both, as a Diffusers pipeline batches CFG). If
+DIR/velocity-<mode>-<N>[-cfg].f32 exists (stepmix's output), reports
 max|peer - stepmix| / max|stepmix| as "deviation". Prints one JSON object per
-token count: {"tokens", "mode", "ms": [each timed call], "deviation"}.
+token count: {"tokens", "mode", "cfg", "threads", "ms": [each timed call],
+"cpu_ms": [process CPU time of each], "deviation"}.
 """
 import argparse
 import json
@@ -124,21 +128,21 @@ def apply_rotary(x, cos, sin):  # x [rows, heads, D], cos/sin [rows, 1, D]
 
 
 def attention(q, k, v, causal):
-    """HF eager attention: q [N, Hq, D], k/v [M, Hkv, D] -> [N, Hq·D]."""
-    N, Hq, D = q.shape
-    groups = Hq // k.shape[1]
-    q = q.transpose(0, 1)
-    k = k.transpose(0, 1).repeat_interleave(groups, dim=0)
-    v = v.transpose(0, 1).repeat_interleave(groups, dim=0)
-    scores = torch.matmul(q, k.transpose(1, 2)) * (1.0 / math.sqrt(D))
+    """HF eager attention per sample: q [B, N, Hq, D], k/v [B, M, Hkv, D] -> [B, N, Hq·D]."""
+    B, N, Hq, D = q.shape
+    groups = Hq // k.shape[2]
+    q = q.transpose(1, 2)
+    k = k.transpose(1, 2).repeat_interleave(groups, dim=1)
+    v = v.transpose(1, 2).repeat_interleave(groups, dim=1)
+    scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(D))
     if causal:
-        mask = torch.full((N, k.shape[1]), float("-inf")).triu_(1)
+        mask = torch.full((N, k.shape[2]), float("-inf")).triu_(1)
         scores = scores + mask.to(BF16)
     # softmax in float32 as HF's softmax(..., dtype=torch.float32), written as
     # an explicit cast first: same numbers, and torch 1.13's CPU softmax with
     # a dtype argument on bf16 input takes a slow path (~25x slower here).
     weights = torch.softmax(scores.float(), dim=-1).to(BF16)
-    return torch.matmul(weights, v).transpose(0, 1).reshape(N, Hq * D)
+    return torch.matmul(weights, v).transpose(1, 2).reshape(B, N, Hq * D)
 
 
 class Cosmos3Peer:
@@ -186,48 +190,53 @@ class Cosmos3Peer:
     def mlp(self, m, x):
         return m["down_proj"](F.silu(m["gate_proj"](x)) * m["up_proj"](x))
 
-    def forward(self, inputs):
+    def forward(self, batch):
+        """Samples of one prompt length and latent shape, stacked on a leading
+        batch axis (CFG: cond and uncond in one call, as a Diffusers pipeline
+        batches them); every Linear sees all samples' rows at once, attention
+        stays per sample. Returns the velocities [B, C, T, H, W]."""
         c, D, Hq, Hkv = self.c, self.D, self.Hq, self.Hkv
-        ids = inputs["input_ids"]
-        L = ids.shape[0]
-        latent = inputs["vision_latent"].to(BF16)  # the transformer input in the activation dtype
+        ids = torch.stack([x["input_ids"] for x in batch])
+        B, L = ids.shape
+        latent = torch.cat([x["vision_latent"] for x in batch]).to(BF16)  # the transformer input in the activation dtype
         _, C, T, H, W = latent.shape
         p = c["latent_patch_size"]
         Hp, Wp = -(-H // p), -(-W // p)
         latent = F.pad(latent, (0, Wp * p - W, 0, Hp * p - H))
-        patches = latent[0].reshape(C, T, Hp, p, Wp, p).permute(1, 2, 4, 3, 5, 0).reshape(T * Hp * Wp, p * p * C)
+        patches = latent.reshape(B, C, T, Hp, p, Wp, p).permute(0, 2, 3, 5, 4, 6, 1).reshape(B, T * Hp * Wp, p * p * C)
         gen = self.proj_in(patches)
         # Timestep embedding in float32, added to every (noisy) token in bf16.
-        t = inputs["vision_timesteps"][:1].float() * c["timestep_scale"]
+        t = torch.stack([x["vision_timesteps"][0] for x in batch]).float() * c["timestep_scale"]
         freqs = torch.exp(-math.log(10000.0) * torch.arange(128, dtype=torch.float32) / 128)
         angles = t[:, None] * freqs[None, :]
         sinusoid = torch.cat((angles.cos(), angles.sin()), dim=-1)
         temb = F.linear(F.silu(F.linear(sinusoid, *self.time_1)), *self.time_2).to(BF16)
-        gen = gen + temb
+        gen = gen + temb[:, None, :]
         und = self.embed_tokens[ids]
-        cos, sin = self.rope(inputs["position_ids"])
-        cos_u, sin_u, cos_g, sin_g = cos[:L], sin[:L], cos[L:], sin[L:]
-        Nv, eps = gen.shape[0], self.eps
+        rope = [self.rope(x["position_ids"]) for x in batch]
+        cos, sin = torch.stack([r[0] for r in rope]), torch.stack([r[1] for r in rope])  # [B, S, 1, D]
+        cos_u, sin_u, cos_g, sin_g = cos[:, :L], sin[:, :L], cos[:, L:], sin[:, L:]
+        Nv, eps = gen.shape[1], self.eps
         for layer in self.layers:
             u = rms_norm(und, layer["input_layernorm"], eps)
             g = rms_norm(gen, layer["input_layernorm_moe_gen"], eps)
-            q_u = rms_norm(layer["to_q"](u).view(L, Hq, D), layer["norm_q"], eps)
-            k_u = rms_norm(layer["to_k"](u).view(L, Hkv, D), layer["norm_k"], eps)
-            v_u = layer["to_v"](u).view(L, Hkv, D)
-            q_g = rms_norm(layer["add_q_proj"](g).view(Nv, Hq, D), layer["norm_added_q"], eps)
-            k_g = rms_norm(layer["add_k_proj"](g).view(Nv, Hkv, D), layer["norm_added_k"], eps)
-            v_g = layer["add_v_proj"](g).view(Nv, Hkv, D)
+            q_u = rms_norm(layer["to_q"](u).view(B, L, Hq, D), layer["norm_q"], eps)
+            k_u = rms_norm(layer["to_k"](u).view(B, L, Hkv, D), layer["norm_k"], eps)
+            v_u = layer["to_v"](u).view(B, L, Hkv, D)
+            q_g = rms_norm(layer["add_q_proj"](g).view(B, Nv, Hq, D), layer["norm_added_q"], eps)
+            k_g = rms_norm(layer["add_k_proj"](g).view(B, Nv, Hkv, D), layer["norm_added_k"], eps)
+            v_g = layer["add_v_proj"](g).view(B, Nv, Hkv, D)
             q_u, k_u = apply_rotary(q_u, cos_u, sin_u), apply_rotary(k_u, cos_u, sin_u)
             q_g, k_g = apply_rotary(q_g, cos_g, sin_g), apply_rotary(k_g, cos_g, sin_g)
             o_u = attention(q_u, k_u, v_u, causal=True)
-            o_g = attention(q_g, torch.cat((k_u, k_g)), torch.cat((v_u, v_g)), causal=False)
+            o_g = attention(q_g, torch.cat((k_u, k_g), dim=1), torch.cat((v_u, v_g), dim=1), causal=False)
             und = und + layer["to_out"](o_u)
             gen = gen + layer["to_add_out"](o_g)
             und = und + self.mlp(layer["mlp"], rms_norm(und, layer["post_attention_layernorm"], eps))
             gen = gen + self.mlp(layer["mlp_moe_gen"], rms_norm(gen, layer["post_attention_layernorm_moe_gen"], eps))
         pred = self.proj_out(rms_norm(gen, self.norm_moe_gen, eps))
-        velocity = pred.reshape(T, Hp, Wp, p, p, C).permute(5, 0, 1, 3, 2, 4).reshape(C, T, Hp * p, Wp * p)
-        return velocity[:, :, :H, :W][None].float()
+        velocity = pred.reshape(B, T, Hp, Wp, p, p, C).permute(0, 6, 1, 2, 4, 3, 5).reshape(B, C, T, Hp * p, Wp * p)
+        return velocity[:, :, :, :H, :W].float()
 
 
 def main():
@@ -237,24 +246,35 @@ def main():
     ap.add_argument("--tokens", required=True)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cfg", choices=["off", "separate", "batched"], default="off")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model = Cosmos3Peer(os.path.join(args.model, "bf16" if args.mode == "dense" else "fp8"), args.mode)
     with torch.inference_mode():
         for tokens in [int(t) for t in args.tokens.split(",")]:
-            inputs = read_safetensors(os.path.join(args.model, f"inputs-{tokens}.safetensors"))
-            velocity = model.forward(inputs)  # warm-up (first-touch allocations, oneDNN primitive creation)
-            times = []
+            base = os.path.join(args.model, f"inputs-{tokens}")
+            cond = read_safetensors(base + ".safetensors")
+            uncond = read_safetensors(base + "-uncond.safetensors")
+            if args.cfg == "off":
+                call = lambda: model.forward([cond])
+            elif args.cfg == "separate":
+                call = lambda: torch.cat((model.forward([cond]), model.forward([uncond])))
+            else:
+                call = lambda: model.forward([cond, uncond])
+            velocity = call()  # warm-up (first-touch allocations, oneDNN primitive creation)
+            times, cpu_times = [], []
             for _ in range(args.repeats):
-                start = time.perf_counter()
-                velocity = model.forward(inputs)
+                start, cpu_start = time.perf_counter(), time.process_time()
+                velocity = call()
                 times.append((time.perf_counter() - start) * 1e3)
+                cpu_times.append((time.process_time() - cpu_start) * 1e3)
             deviation = None
-            theirs = os.path.join(args.model, f"velocity-{args.mode}-{tokens}.f32")
+            theirs = os.path.join(args.model, f"velocity-{args.mode}-{tokens}{'' if args.cfg == 'off' else '-cfg'}.f32")
             if os.path.exists(theirs):
                 ref = torch.from_numpy(np.fromfile(theirs, dtype=np.float32)).reshape(velocity.shape)
                 deviation = float((velocity - ref).abs().max() / ref.abs().max())
-            print(json.dumps({"tokens": tokens, "mode": args.mode, "ms": times, "deviation": deviation}), flush=True)
+            print(json.dumps({"tokens": tokens, "mode": args.mode, "cfg": args.cfg, "threads": args.threads,
+                              "ms": times, "cpu_ms": cpu_times, "deviation": deviation}), flush=True)
 
 
 if __name__ == "__main__":

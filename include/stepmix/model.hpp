@@ -40,6 +40,10 @@ struct ModelOptions {
   ActivationDType activations = ActivationDType::F32;
   WeightCache weight_cache = WeightCache::None;
   Device device = Device::Cpu;
+  // CFG: the conditional and unconditional pass of a step in one batched
+  // forward (each weight read once per step); the results are bit-identical
+  // either way. false (or STEPMIX_CFG_BATCH=0) runs them one after the other.
+  bool batch_cfg = true;
   // Scan every weight for NaN and infinities when opening (as llama.cpp's
   // --check-tensors); the first one found is an error naming the tensor.
   bool check_tensors = false;

@@ -36,7 +36,7 @@ class Linear;
 
 // Backend memory a run needs in all, for the up-front check of a backend
 // with memory of its own (model/memory_estimate.hpp makes it).
-struct MemoryEstimate {
+struct DeviceMemoryEstimate {
   std::size_t weights = 0;           // device copies of the Linears and norm weights
   std::size_t understanding_kv = 0;  // the cached K/V of every prompt
   std::size_t scratch = 0;           // forward workspace, activation codes, decoded weights, GEMM workspace
@@ -86,7 +86,7 @@ class Backend {
   virtual void reset_memory_peak() {}
   // Refuses up front, with stepmix::Error naming `what`, the estimate and
   // what is free, a run that would not fit beside what is held already.
-  virtual void require_memory(const MemoryEstimate& estimate, const std::string& what) {}
+  virtual void require_memory(const DeviceMemoryEstimate& estimate, const std::string& what) {}
 
   // ---- Linears: ys[i] = linears[i](x), x [M, in] → ys[i] [M, out_i], at the
   // step precision (Linear::forward_sharing_input: siblings reading the same

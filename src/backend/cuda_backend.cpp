@@ -120,7 +120,7 @@ class CudaBackend final : public Backend {
   std::size_t memory_held() const override { return cuda::allocated_bytes(); }
   std::size_t memory_peak() const override { return cuda::peak_allocated_bytes(); }
   void reset_memory_peak() override { cuda::reset_peak_allocated_bytes(); }
-  void require_memory(const MemoryEstimate& e, const std::string& what) override {
+  void require_memory(const DeviceMemoryEstimate& e, const std::string& what) override {
     const std::size_t held = cuda::allocated_bytes();
     const std::size_t needed = e.total() > held ? e.total() - held : 0;
     const cuda::MemoryInfo memory = cuda::device_memory();

@@ -3,6 +3,7 @@
 // every step, the mixed schedule), and of the same model in a PyTorch eager
 // peer (bench/peer_generate.py, the training code's model, bf16, 2 threads).
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,20 +31,35 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+double process_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return 1e3 * double(t.tv_sec) + 1e-6 * double(t.tv_nsec);
+}
+
 // Wall time of each loop iteration: every transformer pass of the step (two
-// with CFG) plus the scheduler update, which costs microseconds.
+// with CFG) plus the scheduler update, which costs microseconds; and the
+// process CPU time of each (all threads: on a machine other jobs share, what
+// the step cost rather than how long it waited for a core).
 struct StepTimer {
-  std::vector<double> step_ms;
-  std::map<std::string, std::vector<double>> by_precision;
+  std::vector<double> step_ms, step_cpu_ms;
+  std::map<std::string, std::vector<double>> by_precision, cpu_by_precision;
   Clock::time_point begin;
+  double cpu_begin = 0;
 
   GenerateCallbacks callbacks() {
     GenerateCallbacks c;
-    c.on_step_begin = [this](const StepEvent&) { begin = Clock::now(); };
+    c.on_step_begin = [this](const StepEvent&) {
+      begin = Clock::now();
+      cpu_begin = process_cpu_ms();
+    };
     c.on_step_end = [this](const StepEvent& e, std::span<const float>) {
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - begin).count();
+      const double cpu_ms = process_cpu_ms() - cpu_begin;
       step_ms.push_back(ms);
+      step_cpu_ms.push_back(cpu_ms);
       by_precision[std::string(precision_trace_token(e.generation))].push_back(ms);
+      cpu_by_precision[std::string(precision_trace_token(e.generation))].push_back(cpu_ms);
     };
     return c;
   }
@@ -165,8 +181,8 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   if (have_load && cores && load[0] > cores)
     std::fprintf(out, "warning: load average %.1f on %u hardware threads: other jobs share the CPU; timings are contended\n",
                  load[0], cores);
-  std::fprintf(out, "%-20s %-26s %24s %9s %8s %9s %9s %10s\n", "mode", "trace", "ms/step median [p10,p90]", "e2e s",
-               "steps/s", "images/s", "peak MiB", "weights MiB");
+  std::fprintf(out, "%-20s %-26s %24s %11s %9s %8s %9s %9s %10s\n", "mode", "trace", "ms/step median [p10,p90]",
+               "cpu ms/step", "e2e s", "steps/s", "images/s", "peak MiB", "weights MiB");
   json report = {{"model", opt.model_dir},
                  {"reference", opt.reference_dir ? json(*opt.reference_dir) : json()},
                  {"steps", steps},
@@ -198,8 +214,9 @@ void bench(const BenchOptions& opt, std::FILE* out) {
       trace = trace_string(result.trace);
       if (i >= opt.warmup) e2e.push_back(seconds);
     }
-    json by_precision = json::object();
+    json by_precision = json::object(), cpu_by_precision = json::object();
     for (const auto& [token, v] : timer.by_precision) by_precision[token] = median(v);
+    for (const auto& [token, v] : timer.cpu_by_precision) cpu_by_precision[token] = median(v);
     const double e2e_med = median(e2e);
     e2e_median.emplace_back(m.name, e2e_med);
     const int64_t weights = m.model->weight_bytes_resident();
@@ -207,6 +224,8 @@ void bench(const BenchOptions& opt, std::FILE* out) {
               {"trace", trace},
               {"step_ms", spread(timer.step_ms)},
               {"step_ms_median_by_precision", by_precision},
+              {"step_cpu_ms", spread(timer.step_cpu_ms)},
+              {"step_cpu_ms_median_by_precision", cpu_by_precision},
               {"end_to_end_s", spread(e2e)},
               {"steps_per_s", steps / e2e_med},
               {"images_per_s", 1.0 / e2e_med},
@@ -218,8 +237,9 @@ void bench(const BenchOptions& opt, std::FILE* out) {
     char ms[64];
     std::snprintf(ms, sizeof ms, "%.2f [%.2f, %.2f]", s["median"].get<double>(), s["p10"].get<double>(),
                   s["p90"].get<double>());
-    std::fprintf(out, "%-20s %-26s %24s %9.4g %8.4g %9.4g %9.1f %10.2f\n", m.name.c_str(), trace.c_str(), ms, e2e_med,
-                 steps / e2e_med, 1.0 / e2e_med, double(peak_rss_bytes()) / (1 << 20), double(weights) / (1 << 20));
+    std::fprintf(out, "%-20s %-26s %24s %11.2f %9.4g %8.4g %9.4g %9.1f %10.2f\n", m.name.c_str(), trace.c_str(), ms,
+                 median(timer.step_cpu_ms), e2e_med, steps / e2e_med, 1.0 / e2e_med, double(peak_rss_bytes()) / (1 << 20),
+                 double(weights) / (1 << 20));
     modes_json.push_back(j);
   }
   report["modes"] = modes_json;
@@ -287,8 +307,8 @@ void bench(const BenchOptions& opt, std::FILE* out) {
     std::snprintf(ms, sizeof ms, "%.2f [%.2f, %.2f]", s["median"].get<double>(), s["p10"].get<double>(),
                   s["p90"].get<double>());
     const std::string name = "pytorch " + peer.value("dtype", std::string("?"));
-    std::fprintf(out, "%-20s %-26s %24s %9.4g %8.4g %9.4g %9.1f %10s\n", name.c_str(),
-                ("eager, " + std::to_string(peer.value("threads", 0)) + " threads").c_str(), ms, peer_e2e,
+    std::fprintf(out, "%-20s %-26s %24s %11s %9.4g %8.4g %9.4g %9.1f %10s\n", name.c_str(),
+                ("eager, " + std::to_string(peer.value("threads", 0)) + " threads").c_str(), ms, "-", peer_e2e,
                 steps / peer_e2e, 1.0 / peer_e2e, double(peer.value("peak_rss_bytes", int64_t(0))) / (1 << 20), "-");
     std::string libs;
     for (const json& lib : peer.value("blas", json::array()))

@@ -15,6 +15,15 @@
 // So the bf16 path differs from the float32 one only by rounding the Linear
 // inputs, Linear outputs, attention operands and softmax weights to bf16.
 //
+// A call may carry several samples (CFG: the conditional and unconditional
+// pass of a step). Their vision rows are stacked, [R = Σ Nv, ·], through every
+// Linear and row-wise operation, so each weight is read once per call; rotary,
+// attention (each sample against its own understanding K/V) and the read-out
+// run per sample. Every row of a stacked operation is computed exactly as it
+// is alone (GEMM rows do not depend on M in any kernel variant, the pointwise
+// kernels are row- or element-wise), so a batch returns, bit for bit, what
+// the samples return one at a time (tests/model/forward_batch_test.cpp).
+//
 // Row-wise pieces run on the backend's threads with each row computed as a
 // single thread would, so results are bit-identical for any thread count.
 #include <algorithm>
@@ -32,6 +41,22 @@ namespace {
 template <class T>
 constexpr bool kIsBf16 = std::is_same_v<T, uint16_t>;
 
+// One sample of a call and where its rows sit in the stacked buffers.
+struct Sample {
+  const ForwardInputs* in = nullptr;
+  ForwardGeometry g;
+  int64_t row0 = 0;        // first of its Nv rows in the generation stream
+  int64_t noisy_row0 = 0;  // first of its Nn rows in the stacked read-out
+  int64_t kv_row0 = 0;     // first of its L + Nv rows in the keys/values slots
+  int64_t rope0 = 0;       // offset of its [2, S, D] tables in the rope slot
+  const float* rope = nullptr;
+  std::shared_ptr<const UnderstandingKV> und;
+
+  int64_t L() const { return g.und_len; }
+  int64_t Nv() const { return g.vision_tokens(); }
+  int64_t Nn() const { return g.noisy_tokens(); }
+};
+
 template <class T>
 class ForwardPass {
  public:
@@ -46,9 +71,9 @@ class ForwardPass {
         norm_(config.hidden_act == HiddenAct::ReLU2 ? NormKind::Nemotron : NormKind::Standard),
         eps_(float(config.rms_norm_eps)) {}
 
-  HostTensor run(const ForwardInputs& in);
-  // The latent is read from, and the velocity written to, backend memory;
-  // run() then returns an empty tensor.
+  std::vector<HostTensor> run(std::span<const ForwardInputs* const> inputs);
+  // The latent is read from, and the velocity written to, backend memory (one
+  // sample); run() then returns no tensor.
   ForwardPass& resident(const float* latent, float* velocity) {
     resident_latent_ = latent;
     resident_velocity_ = velocity;
@@ -56,10 +81,12 @@ class ForwardPass {
   }
 
  private:
-  std::shared_ptr<const UnderstandingKV> understanding(const ForwardInputs& in);
-  std::shared_ptr<const UnderstandingKV> run_understanding(const ForwardInputs& in);
-  float* embed_vision(const ForwardInputs& in);
-  void generation_layer(int64_t k, float* gen, const UnderstandingLayerKV& und_kv);
+  void prepare(std::span<const ForwardInputs* const> inputs);
+  std::shared_ptr<const UnderstandingKV> understanding(const Sample& s);
+  std::shared_ptr<const UnderstandingKV> run_understanding(const Sample& s);
+  float* embed_vision();
+  void add_timestep_embedding(const Sample& s, float* gen);
+  void generation_layer(int64_t k, float* gen);
   void mlp(const MlpWeights& w, const T* x, int64_t rows, T* out, Precision precision);
   const float* read_out(const float* gen);
 
@@ -73,8 +100,10 @@ class ForwardPass {
     b_.linear(ls, x, rows, ys, p);
   }
   const float* weight(const std::vector<float>& host) { return b_.resident(host); }
-  const float* cos_row(int64_t row) const { return rope_ + row * c_.head_dim; }
-  const float* sin_row(int64_t row) const { return rope_ + (g_.sequence_length + row) * c_.head_dim; }
+  const float* cos_row(const Sample& s, int64_t row) const { return s.rope + row * c_.head_dim; }
+  const float* sin_row(const Sample& s, int64_t row) const {
+    return s.rope + (s.g.sequence_length + row) * c_.head_dim;
+  }
 
   // Debug records read backend memory back to the host, widening bf16.
   void record(const std::string& name, std::vector<int64_t> shape, const float* data);
@@ -88,9 +117,11 @@ class ForwardPass {
   const ForwardOptions& opt_;
   const NormKind norm_;
   const float eps_;
-  ForwardGeometry g_;
-  const float* rope_ = nullptr;  // [2, S, D]: cos rows, then sin rows
-  const float* resident_latent_ = nullptr;  // [C, T, H, W] in backend memory, or null: in.latent
+  std::vector<Sample> samples_;
+  int64_t rows_ = 0;        // R = Σ Nv
+  int64_t noisy_rows_ = 0;  // Σ Nn
+  int64_t kv_rows_ = 0;     // Σ (L + Nv)
+  const float* resident_latent_ = nullptr;  // [C, T, H, W] in backend memory, or null: the inputs' latents
   float* resident_velocity_ = nullptr;      // [C, T, H, W] in backend memory, or null: returned
 };
 
@@ -118,31 +149,31 @@ void ForwardPass<T>::record(const std::string& name, std::vector<int64_t> shape,
 // dtype, from the cache when possible; a debug call recomputes so that
 // und_hidden.{k} are recorded.
 template <class T>
-std::shared_ptr<const UnderstandingKV> ForwardPass<T>::understanding(const ForwardInputs& in) {
-  const int64_t L = g_.und_len, S = g_.sequence_length;
-  UnderstandingKey key{in.input_ids, {}, opt_.reasoner, opt_.activations};
+std::shared_ptr<const UnderstandingKV> ForwardPass<T>::understanding(const Sample& s) {
+  const int64_t L = s.L(), S = s.g.sequence_length;
+  UnderstandingKey key{s.in->input_ids, {}, opt_.reasoner, opt_.activations};
   key.positions.reserve(std::size_t(3 * L));
   for (int64_t axis = 0; axis < 3; ++axis)
-    key.positions.insert(key.positions.end(), in.position_ids.begin() + axis * S,
-                         in.position_ids.begin() + axis * S + L);
+    key.positions.insert(key.positions.end(), s.in->position_ids.begin() + axis * S,
+                         s.in->position_ids.begin() + axis * S + L);
   if (!opt_.debug)
     if (auto cached = cache_.find(key)) return cached;
-  auto kv = run_understanding(in);
+  auto kv = run_understanding(s);
   cache_.insert(std::move(key), kv);
   return kv;
 }
 
-// Text rows [0, L): embed → every layer's understanding half. Returns the
-// keys/values [L, Hkv, D] the generation stream reads; records
+// Text rows [0, L) of one sample: embed → every layer's understanding half.
+// Returns the keys/values [L, Hkv, D] the generation stream reads; records
 // und_embed/und_hidden.{k}.
 template <class T>
-std::shared_ptr<const UnderstandingKV> ForwardPass<T>::run_understanding(const ForwardInputs& in) {
-  const int64_t L = g_.und_len, E = c_.hidden_size, D = c_.head_dim;
+std::shared_ptr<const UnderstandingKV> ForwardPass<T>::run_understanding(const Sample& s) {
+  const int64_t L = s.L(), E = c_.hidden_size, D = c_.head_dim;
   const int64_t Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, KV = c_.kv_width();
   const Precision p = opt_.reasoner;
 
   float* und = ws_.get<float>(Slot::und, L * E);  // [L, E] float32 residual
-  const std::vector<float> embedded = embed_text(w_.embed_tokens, in.input_ids, E);
+  const std::vector<float> embedded = embed_text(w_.embed_tokens, s.in->input_ids, E);
   b_.upload(und, embedded.data(), embedded.size() * sizeof(float));
   if (opt_.debug) record("und_embed", {L, E}, und);
 
@@ -161,20 +192,20 @@ std::shared_ptr<const UnderstandingKV> ForwardPass<T>::run_understanding(const F
 
     b_.rms_norm(und, L, E, weight(layer.input_layernorm), eps_, norm_, normed);
     linears<3>({&a.to_q, &a.to_k, &a.to_v}, normed, L, {q, keys, values}, p);
-    b_.head_norm_rotary(q, L, Hq, D, c_.qk_norm_for_text ? weight(a.norm_q) : nullptr, eps_, norm_, cos_row(0),
-                        sin_row(0));
+    b_.head_norm_rotary(q, L, Hq, D, c_.qk_norm_for_text ? weight(a.norm_q) : nullptr, eps_, norm_, cos_row(s, 0),
+                        sin_row(s, 0));
     // The generation stream may see differently normalised keys than the
     // understanding stream itself (only when qk_norm_for_text is off).
     const T* causal_keys = keys;
     if (c_.has_und_k_norm_for_gen()) {
       T* own_keys = ws_.get<T>(Slot::own_keys, L * KV);
       b_.copy(own_keys, keys, std::size_t(L * KV) * sizeof(T));
-      b_.head_norm_rotary(own_keys, L, Hkv, D, nullptr, eps_, norm_, cos_row(0), sin_row(0));
-      b_.head_norm_rotary(keys, L, Hkv, D, weight(a.k_norm_und_for_gen), eps_, norm_, cos_row(0), sin_row(0));
+      b_.head_norm_rotary(own_keys, L, Hkv, D, nullptr, eps_, norm_, cos_row(s, 0), sin_row(s, 0));
+      b_.head_norm_rotary(keys, L, Hkv, D, weight(a.k_norm_und_for_gen), eps_, norm_, cos_row(s, 0), sin_row(s, 0));
       causal_keys = own_keys;
     } else {
       b_.head_norm_rotary(keys, L, Hkv, D, c_.qk_norm_for_text ? weight(a.norm_k) : nullptr, eps_, norm_,
-                          cos_row(0), sin_row(0));
+                          cos_row(s, 0), sin_row(s, 0));
     }
     b_.attention({L, L, Hq, Hkv, D, true}, q, causal_keys, values, attended);
 
@@ -206,38 +237,45 @@ void ForwardPass<T>::mlp(const MlpWeights& w, const T* x, int64_t rows, T* out, 
   linear(w.down_proj, up, rows, out, p);
 }
 
-// Vision rows: patchify → proj_in, + timestep embedding on noisy frames, into
-// the generation residual [Nv, E]. With bf16 activations the latent (the
-// transformer input) is rounded to bf16 and proj_in runs on bf16. Records
-// vision_proj_in, timestep_embed.
+// Vision rows of every sample: patchify → proj_in (stacked), + timestep
+// embedding on noisy frames, into the generation residual [R, E]. With bf16
+// activations the latent (the transformer input) is rounded to bf16 and
+// proj_in runs on bf16. Records vision_proj_in, timestep_embed.
 template <class T>
-float* ForwardPass<T>::embed_vision(const ForwardInputs& in) {
-  const int64_t E = c_.hidden_size, Nv = g_.vision_tokens(), Nn = g_.noisy_tokens();
-  const int64_t per_frame = g_.grid.tokens_per_frame(), F = g_.grid.features();
-  float* patches = ws_.get<float>(Slot::patches, Nv * F);  // [Nv, p²C]
-  if (resident_latent_) {
-    b_.patchify(resident_latent_, g_.grid, patches);
-  } else {
-    const std::vector<float> host_patches = patchify(in.latent.data.data(), g_.grid);
-    b_.upload(patches, host_patches.data(), host_patches.size() * sizeof(float));
+float* ForwardPass<T>::embed_vision() {
+  const int64_t E = c_.hidden_size, R = rows_, F = samples_.front().g.grid.features();
+  float* patches = ws_.get<float>(Slot::patches, R * F);
+  for (const Sample& s : samples_) {
+    if (resident_latent_) {
+      b_.patchify(resident_latent_, s.g.grid, patches + s.row0 * F);
+      continue;
+    }
+    const std::vector<float> host_patches = patchify(s.in->latent.data.data(), s.g.grid);  // [Nv, p²C]
+    b_.upload(patches + s.row0 * F, host_patches.data(), host_patches.size() * sizeof(float));
   }
-  float* gen = ws_.get<float>(Slot::residual, Nv * E);  // [Nv, E]
+  float* gen = ws_.get<float>(Slot::residual, R * E);  // [R, E]
   if constexpr (kIsBf16<T>) {
-    uint16_t* patches_bf16 = ws_.get<uint16_t>(Slot::normed, Nv * F);
-    uint16_t* projected = ws_.get<uint16_t>(Slot::projected, Nv * E);
-    b_.round_to_bf16(patches, Nv * F, patches_bf16);
-    linear(w_.proj_in, patches_bf16, Nv, projected, Precision::BF16);
-    b_.widen_bf16(projected, Nv * E, gen);
+    uint16_t* patches_bf16 = ws_.get<uint16_t>(Slot::normed, R * F);
+    uint16_t* projected = ws_.get<uint16_t>(Slot::projected, R * E);
+    b_.round_to_bf16(patches, R * F, patches_bf16);
+    linear(w_.proj_in, patches_bf16, R, projected, Precision::BF16);
+    b_.widen_bf16(projected, R * E, gen);
   } else {
-    linear(w_.proj_in, patches, Nv, gen, Precision::BF16);
+    linear(w_.proj_in, patches, R, gen, Precision::BF16);
   }
-  if (opt_.debug) record("vision_proj_in", {Nv, E}, gen);
-  if (Nn == 0) return gen;
+  if (opt_.debug) record("vision_proj_in", {R, E}, gen);
+  for (const Sample& s : samples_) add_timestep_embedding(s, gen + s.row0 * E);
+  return gen;
+}
 
-  // The embedding MLP runs once per distinct timestep (usually one for all
-  // Nn tokens), on the host; each row is computed on its own, so
-  // broadcasting is exact.
-  std::vector<float> distinct = g_.noisy_timesteps;
+// gen: this sample's [Nv, E] rows. The embedding MLP runs once per distinct
+// timestep (usually one for all Nn tokens), on the host; each row is computed
+// on its own, so broadcasting is exact.
+template <class T>
+void ForwardPass<T>::add_timestep_embedding(const Sample& s, float* gen) {
+  const int64_t E = c_.hidden_size, Nn = s.Nn(), per_frame = s.g.grid.tokens_per_frame();
+  if (Nn == 0) return;
+  std::vector<float> distinct = s.g.noisy_timesteps;
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
   const int64_t U = int64_t(distinct.size());
@@ -255,72 +293,91 @@ float* ForwardPass<T>::embed_vision(const ForwardInputs& in) {
   std::vector<float> temb;  // [Nn, E], only for the debug record
   if (opt_.debug) temb.resize(std::size_t(Nn * E));
   auto row_of = [&](int64_t j) {
-    const float t = g_.noisy_timesteps[std::size_t(j)];
+    const float t = s.g.noisy_timesteps[std::size_t(j)];
     return std::lower_bound(distinct.begin(), distinct.end(), t) - distinct.begin();
   };
   for (int64_t j = 0; j < Nn;) {
     const int64_t u = row_of(j), frame_end = (j / per_frame + 1) * per_frame;
     int64_t end = j + 1;
     while (end < frame_end && row_of(end) == u) ++end;
-    const int64_t first_row = g_.noisy_frames[std::size_t(j / per_frame)] * per_frame + j % per_frame;
+    const int64_t first_row = s.g.noisy_frames[std::size_t(j / per_frame)] * per_frame + j % per_frame;
     b_.add_row(gen + first_row * E, end - j, E, table + u * E);
     if (opt_.debug)
       for (int64_t r = j; r < end; ++r) std::copy_n(embedding.data() + u * E, E, temb.data() + r * E);
     j = end;
   }
   if (opt_.debug) opt_.debug->record("timestep_embed", {Nn, E}, temb.data());
-  return gen;
 }
 
-// gen: [Nv, E] in place through one decoder layer's generation half, which
-// attends to [understanding keys; generation keys] without a mask.
+// gen: [R, E] in place through one decoder layer's generation half; each
+// sample's rows attend to [its understanding keys; its generation keys]
+// without a mask.
 template <class T>
-void ForwardPass<T>::generation_layer(int64_t k, float* gen, const UnderstandingLayerKV& und_kv) {
-  const int64_t L = g_.und_len, Nv = g_.vision_tokens(), E = c_.hidden_size, D = c_.head_dim;
-  const int64_t Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, KV = c_.kv_width();
+void ForwardPass<T>::generation_layer(int64_t k, float* gen) {
+  const int64_t R = rows_, E = c_.hidden_size, D = c_.head_dim;
+  const int64_t Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, KV = c_.kv_width(), QW = c_.q_width();
   const Precision p = opt_.generation;
   const DecoderLayerWeights& layer = w_.layers[std::size_t(k)];
   const AttentionWeights& a = layer.attention;
+  const bool single = samples_.size() == 1;
 
-  T* normed = ws_.get<T>(Slot::normed, Nv * E);
-  T* q = ws_.get<T>(Slot::q, Nv * c_.q_width());
-  T* keys = ws_.get<T>(Slot::keys, (L + Nv) * KV);  // [L + Nv, Hkv, D]
-  T* values = ws_.get<T>(Slot::values, (L + Nv) * KV);
-  b_.copy(keys, und_kv.keys->data(), std::size_t(L * KV) * sizeof(T));
-  b_.copy(values, und_kv.values->data(), std::size_t(L * KV) * sizeof(T));
-  T* gen_keys = keys + L * KV;
+  T* normed = ws_.get<T>(Slot::normed, R * E);
+  T* q = ws_.get<T>(Slot::q, R * QW);
+  T* keys = ws_.get<T>(Slot::keys, kv_rows_ * KV);  // per sample [L + Nv, Hkv, D]
+  T* values = ws_.get<T>(Slot::values, kv_rows_ * KV);
+  // One sample: k/v land straight behind its understanding rows. A batch:
+  // stacked [R, KV] first, then each sample's rows move to its own keys.
+  const int64_t L0 = samples_.front().L();
+  T* gen_keys = single ? keys + L0 * KV : ws_.get<T>(Slot::gen_keys, R * KV);
+  T* gen_values = single ? values + L0 * KV : ws_.get<T>(Slot::gen_values, R * KV);
 
-  b_.rms_norm(gen, Nv, E, weight(layer.input_layernorm_moe_gen), eps_, norm_, normed);
-  linears<3>({&a.add_q_proj, &a.add_k_proj, &a.add_v_proj}, normed, Nv, {q, gen_keys, values + L * KV}, p);
-  b_.head_norm_rotary(q, Nv, Hq, D, weight(a.norm_added_q), eps_, norm_, cos_row(L), sin_row(L));
-  b_.head_norm_rotary(gen_keys, Nv, Hkv, D, weight(a.norm_added_k), eps_, norm_, cos_row(L), sin_row(L));
+  b_.rms_norm(gen, R, E, weight(layer.input_layernorm_moe_gen), eps_, norm_, normed);
+  linears<3>({&a.add_q_proj, &a.add_k_proj, &a.add_v_proj}, normed, R, {q, gen_keys, gen_values}, p);
 
-  T* attended = ws_.get<T>(Slot::attended, Nv * c_.q_width());
-  T* projected = ws_.get<T>(Slot::projected, Nv * E);
-  b_.attention({Nv, L + Nv, Hq, Hkv, D, false}, q, keys, values, attended);
-  linear(a.to_add_out, attended, Nv, projected, p);
-  b_.add_to_residual(gen, projected, Nv * E);
-  b_.rms_norm(gen, Nv, E, weight(layer.post_attention_layernorm_moe_gen), eps_, norm_, normed);
-  mlp(layer.mlp_moe_gen, normed, Nv, projected, p);
-  b_.add_to_residual(gen, projected, Nv * E);
+  T* attended = ws_.get<T>(Slot::attended, R * QW);
+  T* projected = ws_.get<T>(Slot::projected, R * E);
+  for (const Sample& s : samples_) {
+    const int64_t L = s.L(), Nv = s.Nv();
+    const UnderstandingLayerKV& und_kv = s.und->layers[std::size_t(k)];
+    T* q_s = q + s.row0 * QW;
+    T* k_s = gen_keys + s.row0 * KV;
+    b_.head_norm_rotary(q_s, Nv, Hq, D, weight(a.norm_added_q), eps_, norm_, cos_row(s, L), sin_row(s, L));
+    b_.head_norm_rotary(k_s, Nv, Hkv, D, weight(a.norm_added_k), eps_, norm_, cos_row(s, L), sin_row(s, L));
+    T* keys_s = keys + s.kv_row0 * KV;
+    T* values_s = values + s.kv_row0 * KV;
+    b_.copy(keys_s, und_kv.keys->data(), std::size_t(L * KV) * sizeof(T));
+    b_.copy(values_s, und_kv.values->data(), std::size_t(L * KV) * sizeof(T));
+    if (!single) {
+      b_.copy(keys_s + L * KV, k_s, std::size_t(Nv * KV) * sizeof(T));
+      b_.copy(values_s + L * KV, gen_values + s.row0 * KV, std::size_t(Nv * KV) * sizeof(T));
+    }
+    b_.attention({Nv, L + Nv, Hq, Hkv, D, false}, q_s, keys_s, values_s, attended + s.row0 * QW);
+  }
+  linear(a.to_add_out, attended, R, projected, p);
+  b_.add_to_residual(gen, projected, R * E);
+  b_.rms_norm(gen, R, E, weight(layer.post_attention_layernorm_moe_gen), eps_, norm_, normed);
+  mlp(layer.mlp_moe_gen, normed, R, projected, p);
+  b_.add_to_residual(gen, projected, R * E);
 }
 
-// gen: [Nv, E] → final norm → noisy frames' rows (contiguous per frame) →
-// proj_out: packed [Nn, p²C] float32 in backend memory. Records
-// gen_final_norm and packed_pred.
+// gen: [R, E] → final norm → each sample's noisy frames' rows (contiguous per
+// frame), stacked → proj_out: packed [Σ Nn, p²C] float32 in backend memory.
+// Records gen_final_norm and packed_pred.
 template <class T>
 const float* ForwardPass<T>::read_out(const float* gen) {
-  const int64_t E = c_.hidden_size, Nv = g_.vision_tokens(), Nn = g_.noisy_tokens();
-  const int64_t per_frame = g_.grid.tokens_per_frame(), F = g_.grid.features();
-  T* normed = ws_.get<T>(Slot::normed, Nv * E);
-  b_.rms_norm(gen, Nv, E, weight(w_.norm_moe_gen), eps_, norm_, normed);
-  if (opt_.debug) record("gen_final_norm", {Nv, E}, normed);
+  const int64_t E = c_.hidden_size, R = rows_, Nn = noisy_rows_, F = samples_.front().g.grid.features();
+  T* normed = ws_.get<T>(Slot::normed, R * E);
+  b_.rms_norm(gen, R, E, weight(w_.norm_moe_gen), eps_, norm_, normed);
+  if (opt_.debug) record("gen_final_norm", {R, E}, normed);
   T* noisy_rows = ws_.get<T>(Slot::attended, Nn * E);
-  for (std::size_t n = 0; n < g_.noisy_frames.size(); ++n)
-    b_.copy(noisy_rows + int64_t(n) * per_frame * E, normed + g_.noisy_frames[n] * per_frame * E,
-            std::size_t(per_frame * E) * sizeof(T));
+  for (const Sample& s : samples_) {
+    const int64_t per_frame = s.g.grid.tokens_per_frame();
+    for (std::size_t n = 0; n < s.g.noisy_frames.size(); ++n)
+      b_.copy(noisy_rows + (s.noisy_row0 + int64_t(n) * per_frame) * E,
+              normed + (s.row0 + s.g.noisy_frames[n] * per_frame) * E, std::size_t(per_frame * E) * sizeof(T));
+  }
 
-  float* out = ws_.get<float>(Slot::output, Nn * F);  // [Nn, p²C]
+  float* out = ws_.get<float>(Slot::output, Nn * F);  // [Σ Nn, p²C]
   if constexpr (kIsBf16<T>) {
     uint16_t* packed_bf16 = ws_.get<uint16_t>(Slot::projected, Nn * F);
     if (Nn > 0) linear(w_.proj_out, noisy_rows, Nn, packed_bf16, Precision::BF16);
@@ -332,65 +389,105 @@ const float* ForwardPass<T>::read_out(const float* gen) {
   return out;
 }
 
+// Geometry, stacked offsets and rope tables of every sample.
 template <class T>
-HostTensor ForwardPass<T>::run(const ForwardInputs& in) {
-  g_ = resolve_forward_geometry(in, c_, resident_latent_ != nullptr);
-  const int64_t E = c_.hidden_size, Nv = g_.vision_tokens(), S = g_.sequence_length, D = c_.head_dim;
-
-  const RopeTables tables = build_rope_tables(c_, in.position_ids.data(), S);
-  float* rope = ws_.get<float>(Slot::rope, 2 * S * D);
-  b_.upload(rope, tables.cos.data(), tables.cos.size() * sizeof(float));
-  b_.upload(rope + S * D, tables.sin.data(), tables.sin.size() * sizeof(float));
-  rope_ = rope;
-  if (opt_.debug) {
-    const std::vector<float> inv_freq = rope_inv_freq(c_);
-    opt_.debug->record("rope.inv_freq", {int64_t(inv_freq.size())}, inv_freq.data());
-    opt_.debug->record("rope.cos", {S, D}, tables.cos.data());
-    opt_.debug->record("rope.sin", {S, D}, tables.sin.data());
+void ForwardPass<T>::prepare(std::span<const ForwardInputs* const> inputs) {
+  const int64_t D = c_.head_dim;
+  if (resident_latent_ && inputs.size() != 1)
+    throw Error("model", "a forward on a latent in backend memory takes one sample");
+  int64_t rope_floats = 0;
+  for (const ForwardInputs* in : inputs) {
+    Sample s;
+    s.in = in;
+    s.g = resolve_forward_geometry(*in, c_, resident_latent_ != nullptr);
+    s.row0 = rows_;
+    s.noisy_row0 = noisy_rows_;
+    s.kv_row0 = kv_rows_;
+    s.rope0 = rope_floats;
+    rows_ += s.Nv();
+    noisy_rows_ += s.Nn();
+    kv_rows_ += s.L() + s.Nv();
+    rope_floats += 2 * s.g.sequence_length * D;
+    if (!samples_.empty() && s.g.grid.features() != samples_.front().g.grid.features())
+      throw Error("model", "a batched forward needs one patch size and channel count for every sample");
+    samples_.push_back(std::move(s));
   }
+  float* rope = ws_.get<float>(Slot::rope, rope_floats);
+  for (Sample& s : samples_) {
+    const int64_t S = s.g.sequence_length;
+    const RopeTables tables = build_rope_tables(c_, s.in->position_ids.data(), S);
+    s.rope = rope + s.rope0;
+    b_.upload(rope + s.rope0, tables.cos.data(), tables.cos.size() * sizeof(float));
+    b_.upload(rope + s.rope0 + S * D, tables.sin.data(), tables.sin.size() * sizeof(float));
+    if (opt_.debug) {
+      const std::vector<float> inv_freq = rope_inv_freq(c_);
+      opt_.debug->record("rope.inv_freq", {int64_t(inv_freq.size())}, inv_freq.data());
+      opt_.debug->record("rope.cos", {S, D}, tables.cos.data());
+      opt_.debug->record("rope.sin", {S, D}, tables.sin.data());
+    }
+  }
+}
 
-  const std::shared_ptr<const UnderstandingKV> und = understanding(in);
-  float* gen = embed_vision(in);  // [Nv, E]
-  if (opt_.debug) record("gen_embed", {Nv, E}, gen);
+template <class T>
+std::vector<HostTensor> ForwardPass<T>::run(std::span<const ForwardInputs* const> inputs) {
+  if (inputs.empty()) throw Error("model", "a forward needs at least one sample");
+  if (opt_.debug && inputs.size() != 1) throw Error("model", "debug records are for a forward of one sample");
+  prepare(inputs);
+  for (Sample& s : samples_) s.und = understanding(s);
+  float* gen = embed_vision();  // [R, E]
+  if (opt_.debug) record("gen_embed", {rows_, c_.hidden_size}, gen);
   for (int64_t k = 0; k < c_.num_hidden_layers; ++k) {
-    generation_layer(k, gen, und->layers[std::size_t(k)]);
-    if (opt_.debug) record("gen_hidden." + std::to_string(k), {Nv, E}, gen);
+    generation_layer(k, gen);
+    if (opt_.debug) record("gen_hidden." + std::to_string(k), {rows_, c_.hidden_size}, gen);
   }
-  const float* packed = read_out(gen);  // [Nn, p²C]
-  const PatchGrid& grid = g_.grid;
+  const float* packed = read_out(gen);  // [Σ Nn, p²C] in backend memory
+  const int64_t F = samples_.front().g.grid.features();
   if (resident_velocity_) {
-    b_.unpatchify(packed, grid, g_.noisy_frames, resident_velocity_);
+    const Sample& s = samples_.front();
+    b_.unpatchify(packed, s.g.grid, s.g.noisy_frames, resident_velocity_);
     return {};
   }
-  std::vector<float> host(std::size_t(g_.noisy_tokens() * grid.features()));
-  b_.download(host.data(), packed, host.size() * sizeof(float));
-  return HostTensor{{1, grid.channels, grid.frames, grid.height, grid.width},
-                    unpatchify(host.data(), grid, g_.noisy_frames)};
+  std::vector<HostTensor> out;
+  for (const Sample& s : samples_) {
+    const PatchGrid& grid = s.g.grid;
+    std::vector<float> host(std::size_t(s.Nn() * F));
+    b_.download(host.data(), packed + s.noisy_row0 * F, host.size() * sizeof(float));
+    out.push_back({{1, grid.channels, grid.frames, grid.height, grid.width},
+                   unpatchify(host.data(), grid, s.g.noisy_frames)});
+  }
+  return out;
 }
 
 }  // namespace
 
-HostTensor Cosmos3Transformer::forward(const ForwardInputs& in, const ForwardOptions& options) {
+std::vector<HostTensor> Cosmos3Transformer::forward_batch(std::span<const ForwardInputs* const> inputs,
+                                                          const ForwardOptions& options) {
   check_tower_precision("generation", weights_.governed.generation_fp8, options.generation);
   check_tower_precision("reasoner", weights_.governed.reasoner_fp8, options.reasoner);
   if (options.activations == ActivationDType::BF16)
-    return ForwardPass<uint16_t>(config_, weights_, *backend_, understanding_cache_, workspace_, options).run(in);
-  return ForwardPass<float>(config_, weights_, *backend_, understanding_cache_, workspace_, options).run(in);
+    return ForwardPass<uint16_t>(config_, weights_, *backend_, understanding_cache_, workspace_, options).run(inputs);
+  return ForwardPass<float>(config_, weights_, *backend_, understanding_cache_, workspace_, options).run(inputs);
+}
+
+HostTensor Cosmos3Transformer::forward(const ForwardInputs& in, const ForwardOptions& options) {
+  const ForwardInputs* one[1] = {&in};
+  return std::move(forward_batch(one, options).front());
 }
 
 void Cosmos3Transformer::forward_resident(const ForwardInputs& in, const float* latent, float* velocity,
                                           const ForwardOptions& options) {
   if (!latent || !velocity) throw Error("model", "forward_resident: null latent or velocity buffer");
+  const ForwardInputs* one = &in;
   check_tower_precision("generation", weights_.governed.generation_fp8, options.generation);
   check_tower_precision("reasoner", weights_.governed.reasoner_fp8, options.reasoner);
   if (options.activations == ActivationDType::BF16) {
     ForwardPass<uint16_t>(config_, weights_, *backend_, understanding_cache_, workspace_, options)
         .resident(latent, velocity)
-        .run(in);
+        .run(std::span<const ForwardInputs* const>(&one, 1));
   } else {
     ForwardPass<float>(config_, weights_, *backend_, understanding_cache_, workspace_, options)
         .resident(latent, velocity)
-        .run(in);
+        .run(std::span<const ForwardInputs* const>(&one, 1));
   }
 }
 

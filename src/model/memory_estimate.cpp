@@ -54,13 +54,13 @@ std::size_t estimate_workspace_bytes(const Cosmos3Config& c, std::span<const int
   return total;
 }
 
-MemoryEstimate estimate_run_memory(Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths,
+DeviceMemoryEstimate estimate_run_memory(Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths,
                                    const PatchGrid& grid, int64_t noisy_tokens, ActivationDType activations,
                                    int64_t latent_buffers) {
   const Cosmos3Config& c = transformer.config();
   const std::size_t t = activations == ActivationDType::BF16 ? 2 : 4;
   const int64_t E = c.hidden_size, D = c.head_dim, F = grid.features();
-  MemoryEstimate e;
+  DeviceMemoryEstimate e;
 
   int64_t max_in = 0, max_weight = 0;
   bool uncached_fp8 = false;

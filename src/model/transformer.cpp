@@ -64,6 +64,7 @@ std::size_t Cosmos3Transformer::weight_cache_bytes() const {
 
 void Cosmos3Transformer::set_activation_code_hook(const ActivationCodeHook& hook) {
   for_each_governed_linear([&](Linear& l) { l.set_code_hook(hook); });
+  has_code_hook_ = bool(hook);
 }
 
 void Cosmos3Transformer::check_tower_precision(const char* tower, int fp8_linears, Precision precision) const {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
@@ -69,12 +70,22 @@ class Cosmos3Transformer {
   // records, so a denoising loop keeps its latent on the backend.
   void forward_resident(const ForwardInputs& inputs, const float* latent, float* velocity,
                         const ForwardOptions& options);
+  // Several samples in one call (CFG: the conditional and unconditional pass
+  // of a step): their vision rows are stacked through every Linear, so each
+  // weight is read once, while attention stays per sample with its own
+  // understanding K/V. Returns, bit for bit, forward(*inputs[i]) for each i.
+  // The samples must share the patch size and latent channels; no debug
+  // records (use forward()).
+  std::vector<HostTensor> forward_batch(std::span<const ForwardInputs* const> inputs, const ForwardOptions& options);
 
   // Bytes held by the reusable forward scratch (grows to the largest call).
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
 
   // W8A8 test hook on every governed Linear (forced-code conformance).
   void set_activation_code_hook(const ActivationCodeHook& hook);
+  // A hook is set: it expects the codes of one pass per call, so the
+  // denoising loop runs CFG passes one at a time.
+  bool has_activation_code_hook() const { return has_code_hook_; }
   // Visits the governed Linears (both towers, every layer), e.g. to attach
   // calibration observers.
   void for_each_governed_linear(const std::function<void(Linear&)>& fn);
@@ -96,6 +107,7 @@ class Cosmos3Transformer {
   Backend* backend_;
   UnderstandingCache understanding_cache_;
   ForwardWorkspace workspace_;
+  bool has_code_hook_ = false;
 };
 
 }  // namespace stepmix

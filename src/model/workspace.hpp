@@ -15,25 +15,27 @@
 
 namespace stepmix {
 
-// rows = the stream being processed: L text rows or Nv vision rows. The
-// understanding and generation streams run one after the other and share
-// the activation slots.
+// rows = the stream being processed: L text rows, or the vision rows of every
+// sample of the call stacked (R = Σ Nv). The understanding and generation
+// streams run one after the other and share the activation slots.
 enum class Slot {
   und,        // [L, E] float32: the understanding residual stream
-  residual,   // [Nv, E] float32: the generation residual stream
+  residual,   // [R, E] float32: the generation residual stream
   normed,     // [rows, E]
   q,          // [rows, Hq·D]
-  keys,       // [L + Nv, Hkv·D]
-  values,     // [L + Nv, Hkv·D]
+  keys,       // per sample [L + Nv, Hkv·D], one after the other
+  values,     // per sample [L + Nv, Hkv·D], one after the other
+  gen_keys,   // [R, Hkv·D]: generation keys of a batch before they join their sample's
+  gen_values, // [R, Hkv·D]
   own_keys,   // [L, Hkv·D]: understanding keys without k_norm_und_for_gen
   attended,   // [rows, Hq·D]
   projected,  // [rows, E]
   up,         // [rows, I]
   gate,       // [rows, I]
-  patches,    // [Nv, p²C] float32: the patchified latent
-  rope,       // [2, S, D] float32: cos then sin
+  patches,    // [R, p²C] float32: the patchified latents
+  rope,       // per sample [2, S, D] float32: cos then sin
   embedding,  // [U, E] float32: one timestep embedding per distinct timestep
-  output,     // [Nn, p²C] float32: the read-out
+  output,     // [Σ Nn, p²C] float32: the read-out
   count
 };
 

@@ -1,6 +1,8 @@
 #include "pipeline/denoise.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "core/non_finite.hpp"
 
@@ -98,6 +100,13 @@ LoopSetup set_up(sched::Scheduler& scheduler, const StepController& controller, 
 
 }  // namespace
 
+bool cfg_batching_from_environment() {
+  const char* env = std::getenv("STEPMIX_CFG_BATCH");
+  if (!env || std::string(env) == "1") return true;
+  if (std::string(env) == "0") return false;
+  throw Error("generate", std::string("STEPMIX_CFG_BATCH: expected 0 or 1, got '") + env + "'");
+}
+
 DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& scheduler, StepController& controller,
                       const DenoiseRequest& request, const SequenceSettings& settings, DenoiseObserver* observer,
                       const std::atomic<bool>* cancel) {
@@ -110,6 +119,7 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
   ForwardInputs& cond = setup.cond;
   ForwardInputs& uncond = setup.uncond;
 
+  const bool batched = request.batch_cfg && !transformer.has_activation_code_hook();
   DenoiseResult result;
   std::vector<float> latent = request.noise;
   std::vector<float> guided(numel);
@@ -118,19 +128,37 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
     const ForwardOptions options = begin_iteration(controller, observer, i, N, request.activations);
     const double t = scheduler.timesteps()[std::size_t(i)];
 
-    auto run_pass = [&](ForwardInputs& in, CfgPass pass) {
+    auto prepare = [&](ForwardInputs& in, CfgPass pass) {
       in.latent.data = latent;
       in.timesteps.assign(1, float(t));
       if (observer) observer->on_pass(i, pass);
       ++result.transformer_calls;
-      std::vector<float> v = transformer.forward(in, options).data;
-      if (first_non_finite(v.data(), v.size())) throw_non_finite_velocity(transformer, in, options, i, N, pass);
-      return v;
     };
-    const std::vector<float> v_cond = run_pass(cond, CfgPass::Conditional);
-    std::vector<float> v_uncond;
+    // A non-finite velocity stops the loop, naming the first non-finite
+    // tensor of that pass (rerun alone: a batched pass gives the same bits).
+    auto check_velocity = [&](const std::vector<float>& v, const ForwardInputs& in, CfgPass pass) {
+      if (first_non_finite(v.data(), v.size())) throw_non_finite_velocity(transformer, in, options, i, N, pass);
+    };
+    std::vector<float> v_cond, v_uncond;
+    if (cfg && batched) {
+      prepare(cond, CfgPass::Conditional);
+      prepare(uncond, CfgPass::Unconditional);
+      const ForwardInputs* both[2] = {&cond, &uncond};
+      std::vector<HostTensor> v = transformer.forward_batch(both, options);
+      v_cond = std::move(v[0].data);
+      v_uncond = std::move(v[1].data);
+      ++result.batched_steps;
+    } else {
+      prepare(cond, CfgPass::Conditional);
+      v_cond = transformer.forward(cond, options).data;
+      if (cfg) {
+        prepare(uncond, CfgPass::Unconditional);
+        v_uncond = transformer.forward(uncond, options).data;
+      }
+    }
+    check_velocity(v_cond, cond, CfgPass::Conditional);
+    if (cfg) check_velocity(v_uncond, uncond, CfgPass::Unconditional);
     if (cfg) {
-      v_uncond = run_pass(uncond, CfgPass::Unconditional);
       const float g = float(request.guidance);
       for (std::size_t k = 0; k < numel; ++k) guided[k] = v_uncond[k] + g * (v_cond[k] - v_uncond[k]);
     } else {

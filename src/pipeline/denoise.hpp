@@ -2,7 +2,10 @@
 // conditional and (with CFG) the unconditional pass, guide
 // (v = v_u + g·(v_c − v_u)), and step the scheduler. The latent state stays in
 // FP32 between steps, on the host or, with denoise_on_backend, in the
-// transformer's backend memory.
+// transformer's backend memory. On the host, with CFG the two passes of a
+// step go through one batched forward (Cosmos3Transformer::forward_batch:
+// each weight read once per step, bit-identical to running them one after
+// the other).
 #pragma once
 
 #include <array>
@@ -28,6 +31,11 @@ struct DenoiseRequest {
   double guidance = 1.0;            // 1 disables CFG (one pass per iteration)
   std::vector<float> noise;         // initial latent, [1, C, T, H, W]
   ActivationDType activations = ActivationDType::F32;
+  // CFG passes in one batched forward; false runs them one after the other
+  // (same results bit for bit; for tests and debugging). A transformer with
+  // an activation-code hook always runs them one at a time, since the hook
+  // expects one pass's codes per call.
+  bool batch_cfg = true;
 };
 
 // Optional hooks into the loop (progress, tests, calibration).
@@ -36,7 +44,7 @@ class DenoiseObserver {
   virtual ~DenoiseObserver() = default;
   // After the precision of iteration i is chosen, before any transformer call.
   virtual void on_step_begin(int step, int num_steps, Precision generation, Precision reasoner) {}
-  // Before each transformer call.
+  // Before each pass (a batched CFG step announces both passes, then runs them).
   virtual void on_pass(int step, CfgPass pass) {}
   // After the scheduler update; v_uncond is null without CFG. All [1,C,T,H,W].
   virtual void on_step_end(int step, const std::vector<float>& v_cond, const std::vector<float>* v_uncond,
@@ -52,8 +60,12 @@ struct DenoiseResult {
   std::vector<float> latent;         // final latent [1, C, T, H, W]
   std::vector<Precision> trace;      // generation precision per iteration
   Precision reasoner = Precision::W8A8;
-  int transformer_calls = 0;
+  int transformer_calls = 0;  // passes: 2 per CFG step, batched or not
+  int batched_steps = 0;      // CFG steps whose two passes ran as one forward
 };
+
+// STEPMIX_CFG_BATCH: unset or 1 → true, 0 → false; anything else throws.
+bool cfg_batching_from_environment();
 
 // Runs the loop with `scheduler` set to the controller's N steps. The
 // controller is reset when the loop ends, also on error or cancellation;

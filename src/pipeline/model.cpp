@@ -15,6 +15,7 @@
 #include "model/memory_estimate.hpp"
 #include "model/transformer.hpp"
 #include "pipeline/denoise.hpp"
+#include "pipeline/memory_estimate.hpp"
 #include "pipeline/model_setup.hpp"
 #include "pipeline/noise.hpp"
 #include "pipeline/sequence.hpp"
@@ -48,6 +49,29 @@ struct Model::Impl {
   SequenceSettings sequence;
   mutable PromptEncoder encoder;  // loads the tokenizer on first use
   ModelInfo info;
+
+  // Refuses a CPU request whose estimate does not fit in the memory budget
+  // (a device backend checks its own memory: require_run_memory).
+  void check_memory(const DenoiseRequest& request) const {
+    if (transformer.backend().device() != Device::Cpu) return;
+    const std::optional<int64_t> available = memory_budget_bytes();
+    if (!available) return;
+    check_generation_fits(estimate_memory(request), *available, dir.transformer_dir);
+  }
+
+  MemoryEstimate estimate_memory(const DenoiseRequest& request) const {
+    const Cosmos3Config& c = transformer.config();
+    const auto [C, T, H, W] = request.latent_shape;
+    const int64_t p = c.latent_patch_size;
+    GenerationShape shape;
+    shape.vision_tokens = T * ((H + p - 1) / p) * ((W + p - 1) / p);
+    shape.cond_text_tokens = int64_t(request.cond_ids.size());
+    shape.uncond_text_tokens = request.guidance != 1.0 ? int64_t(request.uncond_ids.size()) : 0;
+    shape.cfg_batched = request.batch_cfg;
+    shape.bf16_activations = request.activations == ActivationDType::BF16;
+    return estimate_generation_memory(c, shape, mapped_weight_file_bytes(dir.transformer_dir),
+                                      mapped_resident_bytes(dir.transformer_dir), int64_t(transformer.workspace_bytes()));
+  }
 
   sched::SchedulerConfig scheduler_config(const GenerateRequest& r, int64_t frames) const {
     return scheduler_config_for({r.scheduler_config, r.scheduler, r.flow_shift}, dir, frames > 1);
@@ -233,6 +257,8 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
   request.fps = r.fps;
   request.guidance = p.guidance;
   request.activations = m.options.activations;
+  request.batch_cfg = m.options.batch_cfg && cfg_batching_from_environment();
+  m.check_memory(request);  // before anything the size of the request is allocated
   auto generator = std::make_shared<NormalGenerator>(r.seed);
   request.noise = r.noise ? *r.noise : generator->normals(std::size_t(C * T * H * W));
 

@@ -253,13 +253,13 @@ TEST_F(CudaBackend, CopiesAddRowAndTheMemoryCheck) {
   }
   EXPECT_GT(gpu().memory_held(), 0u);
   EXPECT_GE(gpu().memory_peak(), gpu().memory_held());
-  MemoryEstimate huge;
+  DeviceMemoryEstimate huge;
   huge.weights = std::size_t(1) << 50;
   const std::string message = error_of([&] { gpu().require_memory(huge, "a test request"); });
   EXPECT_TRUE(contains(message, "a test request (weights 1048576.00 GiB")) << message;
   EXPECT_TRUE(contains(message, "of GPU memory,")) << message;
   EXPECT_TRUE(contains(message, " free of ")) << message;
-  gpu().require_memory(MemoryEstimate{}, "nothing");  // fits
+  gpu().require_memory(DeviceMemoryEstimate{}, "nothing");  // fits
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_features.hpp"
@@ -183,6 +184,70 @@ TEST(GemmVariants, Avx512RowAndColumnLayoutsAreBitIdentical) {
       EXPECT_EQ(0, std::memcmp(rows.data(), columns.data(), bytes))
           << combo_name(c) << " M=" << M << " N=" << N << " K=" << K;
     });
+  }
+}
+
+// The FP32 columns layout (float32 activations: W8A16 and dense on float32,
+// gemm_columns_f32_avx512.cpp) runs the rows layout's FMA chain per output,
+// so the two agree bit for bit; shapes cross its 8-row and 48-column
+// micro-tiles and panels, split work over threads, odd K, K = 1.
+TEST(GemmVariants, Avx512F32RowAndColumnLayoutsAreBitIdentical) {
+  if (!kernel_variant("avx512").linear.supported()) GTEST_SKIP() << "avx512 does not run on this CPU";
+  int config = 0;
+  for (const auto& [M, N, K] : {std::array<int64_t, 3>{1, 1, 1}, {7, 17, 2}, {9, 47, 63}, {49, 192, 576},
+                                {98, 576, 192}, {200, 49, 1023}, {300, 100, 520}, {1, 300, 1024}}) {
+    const Problem p(M, N, K, uint32_t(7 * M + 3 * N + K));
+    for (const GemmCombo& c : all_gemm_combos()) {
+      if (c.arithmetic != GemmArithmetic::F32 || c.a != ActivationOperand::F32) continue;
+      const OutputType out = (config % 2) ? OutputType::BF16 : OutputType::F32;
+      const BiasType bias = BiasType((config / 2) % 3);
+      ++config;
+      std::vector<float> rows(size_t(M * N), -1.0f), columns(size_t(M * N), -2.0f);
+      avx512::gemm_rows(p.args(c, out, bias, 0.5f, rows.data()));
+      avx512::gemm_columns_f32(p.args(c, out, bias, 0.5f, columns.data()));
+      EXPECT_EQ(0, std::memcmp(rows.data(), columns.data(), size_t(M * N) * (out == OutputType::F32 ? 4 : 2)))
+          << combo_name(c) << " M=" << M << " N=" << N << " K=" << K;
+    }
+  }
+}
+
+// A row of y does not depend on the other rows of the call: rows [m0, m1) of
+// one GEMM over M rows equal, bit for bit, a GEMM over those rows alone, for
+// every variant and operand combination. This is what makes a batched forward
+// (the two CFG passes' rows stacked into one call) exact. The shapes put the
+// parts and the whole on different sides of the AVX-512 rows/columns choice
+// (M·(N + K) >= N·K) and of the AMX x-row blocks (one block of 256 rows or
+// several, which decides whether W is packed per call).
+TEST(GemmVariants, RowsDoNotDependOnTheOtherRows) {
+  struct Split { int64_t M, m0, N, K; };
+  const Split small[] = {{33, 1, 7, 48}, {98, 49, 192, 192}, {40, 17, 64, 576}};
+  const Split large[] = {{300, 150, 512, 512}, {600, 200, 96, 520}};
+  int config = 0;
+  for (const KernelSet& variant : kernel_variants()) {
+    if (!variant.linear.supported()) continue;
+    std::vector<Split> splits(std::begin(small), std::end(small));
+    if (std::string(variant.name) != "ref") splits.insert(splits.end(), std::begin(large), std::end(large));
+    for (const Split& s : splits) {
+      const Problem p(s.M, s.N, s.K, uint32_t(s.M + 11 * s.N + s.K));
+      for (const GemmCombo& c : all_gemm_combos()) {
+        const OutputType out = (config % 2) ? OutputType::BF16 : OutputType::F32;
+        const BiasType bias = BiasType((config / 2) % 3);
+        ++config;
+        const std::size_t element = out == OutputType::F32 ? 4 : 2;
+        std::vector<float> whole(size_t(s.M * s.N), -1.0f), parts(size_t(s.M * s.N), -2.0f);
+        variant.linear.gemm(p.args(c, out, bias, 0.5f, whole.data()));
+        const std::size_t a_element = c.a == ActivationOperand::F32 ? 4 : c.a == ActivationOperand::BF16 ? 2 : 1;
+        for (const auto& [m0, m1] : {std::pair<int64_t, int64_t>{0, s.m0}, {s.m0, s.M}}) {
+          GemmArgs g = p.args(c, out, bias, 0.5f, reinterpret_cast<char*>(parts.data()) + m0 * s.N * element);
+          g.a = static_cast<const char*>(g.a) + m0 * s.K * a_element;
+          g.M = m1 - m0;
+          variant.linear.gemm(g);
+        }
+        EXPECT_EQ(0, std::memcmp(whole.data(), parts.data(), size_t(s.M * s.N) * element))
+            << variant.name << " " << combo_name(c) << " M=" << s.M << " split at " << s.m0 << " N=" << s.N
+            << " K=" << s.K;
+      }
+    }
   }
 }
 

@@ -12,7 +12,7 @@ namespace {
 
 PatchGrid grid_of(const ForwardInputs& in, const Cosmos3Config& c) { return resolve_forward_geometry(in, c).grid; }
 
-TEST(MemoryEstimate, WorkspaceIsWhatTheForwardsGrowTo) {
+TEST(DeviceMemoryEstimate, WorkspaceIsWhatTheForwardsGrowTo) {
   for (ActivationDType dtype : {ActivationDType::F32, ActivationDType::BF16}) {
     for (const std::string folder : {"transformer", "transformer-fp8"}) {
       const Precision mode = folder == "transformer" ? Precision::BF16 : Precision::W8A8;
@@ -30,7 +30,7 @@ TEST(MemoryEstimate, WorkspaceIsWhatTheForwardsGrowTo) {
   }
 }
 
-TEST(MemoryEstimate, TwoPromptsTakeTheLargerOfEachSlot) {
+TEST(DeviceMemoryEstimate, TwoPromptsTakeTheLargerOfEachSlot) {
   Cosmos3Transformer model = load_tiny("transformer");
   ForwardInputs cond = read_forward_inputs(*open_forward_case("video"));
   ForwardInputs shorter = cond;
@@ -52,14 +52,14 @@ TEST(MemoryEstimate, TwoPromptsTakeTheLargerOfEachSlot) {
             estimate_workspace_bytes(model.config(), prompts, g.grid, g.noisy_tokens(), ActivationDType::BF16));
 }
 
-TEST(MemoryEstimate, WeightsAndCachesAddUpFromTheCheckpointAndThePrompts) {
+TEST(DeviceMemoryEstimate, WeightsAndCachesAddUpFromTheCheckpointAndThePrompts) {
   Cosmos3Transformer plain = load_tiny("transformer-fp8");
   Cosmos3Transformer cached = load_tiny("transformer-fp8", WeightCache::All);
   const ForwardInputs in = read_forward_inputs(*open_forward_case("image"));
   const PatchGrid grid = grid_of(in, plain.config());
   const std::array<int64_t, 2> prompts{20, 12};
-  const MemoryEstimate a = estimate_run_memory(plain, prompts, grid, grid.tokens(), ActivationDType::BF16);
-  const MemoryEstimate b = estimate_run_memory(cached, prompts, grid, grid.tokens(), ActivationDType::BF16);
+  const DeviceMemoryEstimate a = estimate_run_memory(plain, prompts, grid, grid.tokens(), ActivationDType::BF16);
+  const DeviceMemoryEstimate b = estimate_run_memory(cached, prompts, grid, grid.tokens(), ActivationDType::BF16);
   int64_t governed_parameters = 0;
   plain.for_each_governed_linear([&](Linear& l) { governed_parameters += l.out_features() * l.in_features(); });
   // The bf16 Ŵ copies, 2 bytes per governed parameter; no transient decode buffer then.
@@ -70,7 +70,7 @@ TEST(MemoryEstimate, WeightsAndCachesAddUpFromTheCheckpointAndThePrompts) {
   EXPECT_GT(a.weights, std::size_t(governed_parameters)) << "1 byte per FP8 parameter, plus the rest";
   EXPECT_EQ(a.total(), a.weights + a.understanding_kv + a.scratch);
   // A denoising loop's latent-sized buffers (float32) are scratch too.
-  const MemoryEstimate loop = estimate_run_memory(plain, prompts, grid, grid.tokens(), ActivationDType::BF16, 8);
+  const DeviceMemoryEstimate loop = estimate_run_memory(plain, prompts, grid, grid.tokens(), ActivationDType::BF16, 8);
   EXPECT_EQ(loop.scratch - a.scratch,
             std::size_t(8 * 4 * grid.channels * grid.frames * grid.height * grid.width));
   EXPECT_EQ(loop.weights, a.weights);

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "io/checkpoint.hpp"
 #include "model/model_test_util.hpp"
 #include "pipeline/noise.hpp"
@@ -146,6 +148,61 @@ TEST(Denoise, RejectsInconsistentRequests) {
   r = f.request();
   r.latent_shape = {4, 1, 0, 4};
   EXPECT_THROW(denoise(f.transformer, *f.scheduler, controller, r, f.settings), Error);
+}
+
+// CFG in one batched forward (the default) against the two passes one after
+// the other: the same velocities and latents bit for bit, at every step, for
+// the mixed schedule (W8A16 and W8A8 steps) and both activation dtypes.
+TEST(Denoise, BatchedCfgEqualsSeparatePassesBitForBit) {
+  class Recorder : public DenoiseObserver {
+   public:
+    void on_step_end(int, const std::vector<float>& v_cond, const std::vector<float>* v_uncond,
+                     const std::vector<float>&, const std::vector<float>& latent) override {
+      velocities.insert(velocities.end(), v_cond.begin(), v_cond.end());
+      velocities.insert(velocities.end(), v_uncond->begin(), v_uncond->end());
+      latents.insert(latents.end(), latent.begin(), latent.end());
+    }
+    std::vector<float> velocities, latents;
+  };
+  for (ActivationDType activations : {ActivationDType::F32, ActivationDType::BF16}) {
+    Fixture f;
+    StepController controller(f.plan(8));
+    Recorder batched, separate;
+    DenoiseRequest r = f.request();
+    r.activations = activations;
+    const DenoiseResult a = denoise(f.transformer, *f.scheduler, controller, r, f.settings, &batched);
+    r.batch_cfg = false;
+    const DenoiseResult b = denoise(f.transformer, *f.scheduler, controller, r, f.settings, &separate);
+    EXPECT_EQ(a.batched_steps, 8);
+    EXPECT_EQ(b.batched_steps, 0);
+    EXPECT_EQ(a.transformer_calls, b.transformer_calls);
+    EXPECT_EQ(trace_string(a.trace), "W8A16x3 / W8A8x2 / W8A16x3");
+    EXPECT_EQ(batched.velocities, separate.velocities) << activation_dtype_name(activations);
+    EXPECT_EQ(batched.latents, separate.latents) << activation_dtype_name(activations);
+    EXPECT_EQ(a.latent, b.latent) << activation_dtype_name(activations);
+  }
+}
+
+TEST(Denoise, ActivationCodeHookRunsCfgPassesOneAtATime) {
+  Fixture f;
+  StepController controller(f.plan(8));  // W8A8 at steps 3 and 4
+  std::vector<int64_t> rows;
+  f.transformer.set_activation_code_hook([&](const std::string&, uint8_t*, int64_t M, int64_t) { rows.push_back(M); });
+  const DenoiseResult r = denoise(f.transformer, *f.scheduler, controller, f.request(), f.settings);
+  EXPECT_EQ(r.batched_steps, 0);
+  ASSERT_FALSE(rows.empty());
+  // 4×4 latent, patch 2: 4 vision rows per pass; text rows are 5 or 2.
+  for (int64_t m : rows) EXPECT_LE(m, 5);
+}
+
+TEST(Denoise, CfgBatchingEnvironmentSwitch) {
+  ::unsetenv("STEPMIX_CFG_BATCH");
+  EXPECT_TRUE(cfg_batching_from_environment());
+  ::setenv("STEPMIX_CFG_BATCH", "0", 1);
+  EXPECT_FALSE(cfg_batching_from_environment());
+  ::setenv("STEPMIX_CFG_BATCH", "yes", 1);
+  EXPECT_THROW(cfg_batching_from_environment(), Error);
+  ::unsetenv("STEPMIX_CFG_BATCH");
 }
 
 }  // namespace

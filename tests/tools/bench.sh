@@ -18,7 +18,7 @@ for row in "^bf16 .*BF16x8" "^w8a16 .*W8A16x8" "^w8a8 .*W8A8x8" "^mixed .*W8A16x
   grep -q "$row" <<<"$out" || fail "table lacks $row"$'\n'"$out"
 done
 for key in '"model":' '"steps": 8' '"repeat": 2' '"threads":' '"modes":' '"step_ms":' '"median":' '"p10":' \
-           '"p90":' '"step_ms_median_by_precision":' '"W8A8":' '"end_to_end_s":' '"steps_per_s":' \
+           '"p90":' '"step_ms_median_by_precision":' '"step_cpu_ms":' '"W8A8":' '"end_to_end_s":' '"steps_per_s":' \
            '"images_per_s":' '"peak_rss_bytes":' '"weight_bytes_resident":' '"weight_cache_bytes":' '"peer":'; do
   grep -qF -- "$key" "$tmp/bench.json" || fail "bench.json lacks $key"
 done

@@ -34,6 +34,26 @@ grep -q '"activations": "bf16"' <<<"$out" || fail "json activations: $out"
 grep -qF '"trace": "W8A16x3 / W8A8x29 / W8A16x3"' <<<"$out" || fail "bf16 trace: $out"
 cmp -s "$tmp/f.safetensors" "$tmp/g.safetensors" || fail "--activations bf16 reruns differ"
 cmp -s "$tmp/b.safetensors" "$tmp/f.safetensors" && fail "--activations bf16 gave the float32 latents"
+# CFG in one batched forward (the default) or the two passes one after the
+# other (STEPMIX_CFG_BATCH=0): the same bytes, for both activation dtypes, on
+# the tiny checkpoint and on the embedded model.
+STEPMIX_CFG_BATCH=0 "$bin" generate "${common[@]}" --steps 35 --seed 5 --save-latents "$tmp/b0.safetensors" \
+  >/dev/null || fail "unbatched f32"
+cmp -s "$tmp/b.safetensors" "$tmp/b0.safetensors" || fail "batched CFG changed the float32 latents"
+STEPMIX_CFG_BATCH=0 "$bin" generate "${common[@]}" --steps 35 --seed 5 --activations bf16 \
+  --save-latents "$tmp/f0.safetensors" >/dev/null || fail "unbatched bf16"
+cmp -s "$tmp/f.safetensors" "$tmp/f0.safetensors" || fail "batched CFG changed the bf16 latents"
+embedded=$data/../../models/fashion-cosmos3-fp8
+for batch in 0 1; do
+  STEPMIX_CFG_BATCH=$batch "$bin" generate --model "$embedded" --prompt "ankle boot" --steps 8 \
+    --save-latents "$tmp/embedded-$batch.safetensors" >/dev/null || fail "embedded model, STEPMIX_CFG_BATCH=$batch"
+done
+cmp -s "$tmp/embedded-0.safetensors" "$tmp/embedded-1.safetensors" || fail "batched CFG changed the embedded model's latents"
+# A request that cannot fit in memory is refused before sampling, with the estimate.
+STEPMIX_MEMORY_LIMIT_MIB=1 expect_error too_large "does not fit in memory: needs" generate "${common[@]}" --steps 2
+STEPMIX_MEMORY_LIMIT_MIB=0 expect_error bad_memory_limit "STEPMIX_MEMORY_LIMIT_MIB: expected a positive integer" \
+  generate "${common[@]}" --steps 2
+STEPMIX_CFG_BATCH=2 expect_error bad_cfg_batch "STEPMIX_CFG_BATCH: expected 0 or 1" generate "${common[@]}" --steps 2
 out=$("$bin" generate "${common[@]}" --steps 4 --mixed-precision none) || fail "none"
 grep -qx "trace: W8A8x4" <<<"$out" || fail "none trace: $out"
 out=$("$bin" generate "${common[@]}" --steps 1) || fail "one step"

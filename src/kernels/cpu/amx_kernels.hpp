@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention.hpp"
 #include "kernels/linear_kernels.hpp"
 
 namespace stepmix::kernels::amx {
@@ -17,6 +18,12 @@ namespace stepmix::kernels::amx {
 bool supported();
 
 void gemm(const GemmArgs& args);
+
+// bf16 attention (kernels/attention.hpp) with both products on tiles
+// (attention_amx.cpp); head_dim not a multiple of 32 or above 256 runs the
+// AVX-512 kernel.
+void attention_bf16(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                    uint16_t* out);
 
 // Cache blocking of the GEMM. Results do not depend on it (bit for bit): the
 // summation order over k is the same for every blocking and thread count.

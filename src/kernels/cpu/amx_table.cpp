@@ -1,6 +1,6 @@
-// The AMX variant's KernelSet: the GEMM with BF16 arithmetic on AMX tiles;
-// quantization, FP32 arithmetic, attention and pointwise are the AVX-512
-// variant's.
+// The AMX variant's KernelSet: the GEMM with BF16 arithmetic and bf16
+// attention on AMX tiles; quantization, FP32 arithmetic, float32 attention
+// and pointwise are the AVX-512 variant's.
 #include "kernels/cpu/amx_kernels.hpp"
 #include "kernels/cpu/avx512_kernels.hpp"
 #include "kernels/tables.hpp"
@@ -13,6 +13,8 @@ const KernelSet& amx_kernel_set() {
     s.name = "amx";
     s.linear.supported = amx::supported;
     s.linear.gemm = amx::gemm;
+    s.attention.supported = [] { return amx::supported() && avx512_kernel_set().attention.supported(); };
+    s.attention.bf16 = amx::attention_bf16;
     return s;
   }();
   return set;

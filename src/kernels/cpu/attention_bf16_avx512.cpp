@@ -34,7 +34,7 @@
 namespace stepmix::kernels::avx512 {
 namespace {
 
-constexpr int64_t kKeys = 64;          // keys per block: 4 vectors of scores
+constexpr int64_t kKeys = kAttentionKeys;  // keys per block: 4 vectors of scores
 constexpr int64_t kPairs = kKeys / 2;  // key pairs per block (value product steps)
 constexpr int64_t kRowsPerTask = 16;   // query rows per task, times G heads
 constexpr int kGroup = 4;              // queries sharing each loaded key / value vector
@@ -49,16 +49,6 @@ inline int32_t load_pair(const uint16_t* p) {
 inline __m512 dot_pairs(__m512 acc, __m512i a, __m512i b) {
   return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
 }
-
-struct PackedKV {
-  int64_t blocks = 0;
-  int64_t block_dwords = 0;  // D/2 · 64 for keys, 32 · D for values: the same
-  uint32_t* keys = nullptr;
-  uint32_t* values = nullptr;
-
-  uint32_t* key_block(int64_t head, int64_t block) const { return keys + (head * blocks + block) * block_dwords; }
-  uint32_t* value_block(int64_t head, int64_t block) const { return values + (head * blocks + block) * block_dwords; }
-};
 
 void pack_block(const AttentionProblem& p, const uint16_t* k, const uint16_t* v, int64_t head, int64_t block,
                 const PackedKV& packed) {
@@ -270,6 +260,18 @@ void packed_attention(const AttentionProblem& p, const uint16_t* q, const uint16
                       uint16_t* out) {
   if (p.q_rows == 0) return;
 
+  const PackedKV packed = pack_attention_kv(p, k, v);
+  ThreadPool& pool = ThreadPool::global();
+  const int64_t row_blocks = (p.q_rows + kRowsPerTask - 1) / kRowsPerTask;
+  pool.parallel_for(p.kv_heads * row_blocks, [&](int64_t task) {
+    const int64_t row_begin = (task / p.kv_heads) * kRowsPerTask;
+    attend_task(p, q, packed, out, task % p.kv_heads, row_begin, std::min(p.q_rows, row_begin + kRowsPerTask));
+  });
+}
+
+}  // namespace
+
+PackedKV pack_attention_kv(const AttentionProblem& p, const uint16_t* k, const uint16_t* v) {
   // Packed K/V of the calling thread, grown as needed and reused by later calls.
   thread_local std::vector<uint32_t> packed_storage;
   PackedKV packed;
@@ -279,19 +281,11 @@ void packed_attention(const AttentionProblem& p, const uint16_t* q, const uint16
   if (packed_storage.size() < 2 * dwords) packed_storage.resize(2 * dwords);
   packed.keys = packed_storage.data();
   packed.values = packed_storage.data() + dwords;
-
-  ThreadPool& pool = ThreadPool::global();
-  pool.parallel_for(p.kv_heads * packed.blocks, [&](int64_t task) {
+  ThreadPool::global().parallel_for(p.kv_heads * packed.blocks, [&](int64_t task) {
     pack_block(p, k, v, task % p.kv_heads, task / p.kv_heads, packed);
   });
-  const int64_t row_blocks = (p.q_rows + kRowsPerTask - 1) / kRowsPerTask;
-  pool.parallel_for(p.kv_heads * row_blocks, [&](int64_t task) {
-    const int64_t row_begin = (task / p.kv_heads) * kRowsPerTask;
-    attend_task(p, q, packed, out, task % p.kv_heads, row_begin, std::min(p.q_rows, row_begin + kRowsPerTask));
-  });
+  return packed;
 }
-
-}  // namespace
 
 void attention_bf16(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                     uint16_t* out) {

@@ -253,4 +253,43 @@ inline __m128i quantize_e4m3(__m512 x, __m512 input_scale) {
 inline __mmask16 tail_mask16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u); }
 inline __mmask32 tail_mask32(int64_t n) { return n >= 32 ? __mmask32(0xFFFFFFFFu) : __mmask32((1u << n) - 1u); }
 
+// ---------------------------------------------------------------- epilogue
+// The bias of columns [n0, n0 + 16) (`cols` of them real) as float32; zero without one.
+inline __m512 load_bias16(const GemmArgs& g, int64_t n0, __mmask16 cols) {
+  if (g.bias_type == BiasType::F32) return _mm512_maskz_loadu_ps(cols, static_cast<const float*>(g.bias) + n0);
+  if (g.bias_type == BiasType::BF16)
+    return bf16_to_f32(_mm256_maskz_loadu_epi16(cols, static_cast<const uint16_t*>(g.bias) + n0));
+  return _mm512_setzero_ps();
+}
+
+// y[m][n0 .. n0 + 16) = float32(acc · alpha) (+ bias), then the output type.
+// Explicit rounding intrinsics: never contracted into an FMA, so the two
+// roundings match the reference exactly.
+inline void store_output16(const GemmArgs& g, __m512 acc, int64_t m, int64_t n0, __mmask16 cols, __m512 alpha,
+                           __m512 bias) {
+  __m512 y = _mm512_mul_round_ps(acc, alpha, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  if (g.bias_type != BiasType::None) y = _mm512_add_round_ps(y, bias, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const int64_t offset = m * g.N + n0;
+  if (g.y_type == OutputType::F32) {
+    _mm512_mask_storeu_ps(static_cast<float*>(g.y) + offset, cols, y);
+  } else {
+    _mm256_mask_storeu_epi16(static_cast<uint16_t*>(g.y) + offset, cols, f32_to_bf16_rne(y));
+  }
+}
+
+// The sums of a columns-layout micro-kernel (rows [m, m + MR) × 16-column
+// blocks [block, block + NV)) through the epilogue into y.
+template <int MR, int NV>
+inline void store_output_block(const GemmArgs& g, const __m512 (&acc)[MR][NV], int64_t m, int64_t block) {
+  const __m512 alpha = _mm512_set1_ps(g.alpha);
+#pragma GCC unroll 3
+  for (int v = 0; v < NV; ++v) {
+    const int64_t n0 = (block + v) * 16;
+    const __mmask16 cols = tail_mask16(g.N - n0);
+    const __m512 bias = load_bias16(g, n0, cols);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) store_output16(g, acc[r][v], m + r, n0, cols, alpha, bias);
+  }
+}
+
 }  // namespace stepmix::kernels::avx512

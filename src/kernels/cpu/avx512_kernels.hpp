@@ -35,12 +35,38 @@ constexpr int64_t kColumnsMaxK = 4096;
 bool columns_kernel_applies(const GemmArgs& args);
 void gemm_rows(const GemmArgs& args);
 void gemm_columns(const GemmArgs& args);
+// FP32 arithmetic with float32 activations (W8A16 and dense Linears on
+// float32 activations) in the columns layout (gemm_columns_f32_avx512.cpp):
+// taken for M <= kColumnsF32MaxRows and K <= kColumnsMaxK, where the rows
+// layout's lanes are partly padding and its transposes cost most relative to
+// the products. Bit-identical to gemm_rows (the same FMA chain per output).
+constexpr int64_t kColumnsF32MaxRows = 512;
+bool columns_f32_kernel_applies(const GemmArgs& args);
+void gemm_columns_f32(const GemmArgs& args);
 
 
 // Attention family (AVX-512F + FMA; the packed bf16 kernel also AVX512_BF16).
 void attention_f32(const AttentionProblem& p, const float* q, const float* k, const float* v, float* out);
 void attention_bf16(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                     uint16_t* out);
+
+// Keys and values of a bf16 problem repacked for dot products of bf16 pairs
+// (attention_bf16_avx512.cpp; the AMX attention reads the same layout), in
+// blocks of kAttentionKeys keys, zero past kv_rows, into storage of the
+// calling thread that the next call reuses:
+//   keys:   [kv_head][block][D/2][64]   dword = (k[key][2p], k[key][2p+1])
+//   values: [kv_head][block][32][D]     dword = (v[2i][d], v[2i+1][d])
+constexpr int64_t kAttentionKeys = 64;
+struct PackedKV {
+  int64_t blocks = 0;
+  int64_t block_dwords = 0;  // D/2 · 64 for keys, 32 · D for values: the same
+  uint32_t* keys = nullptr;
+  uint32_t* values = nullptr;
+
+  uint32_t* key_block(int64_t head, int64_t block) const { return keys + (head * blocks + block) * block_dwords; }
+  uint32_t* value_block(int64_t head, int64_t block) const { return values + (head * blocks + block) * block_dwords; }
+};
+PackedKV pack_attention_kv(const AttentionProblem& p, const uint16_t* k, const uint16_t* v);
 
 // Pointwise family, bf16 members (AVX-512F/BW/VL + FMA); the float32 members
 // of the avx512 set are the reference ones.

@@ -351,6 +351,7 @@ bool handled_here(const GemmArgs& g) {
 
 void gemm(const GemmArgs& g) {
   if (handled_here(g) && columns_kernel_applies(g)) return gemm_columns(g);
+  if (columns_f32_kernel_applies(g)) return gemm_columns_f32(g);
   gemm_rows(g);
 }
 

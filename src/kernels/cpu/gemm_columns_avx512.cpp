@@ -130,27 +130,7 @@ void columns_micro_kernel(const ColumnsPlan& p, int64_t m, int64_t block, const 
   }
 
   // Epilogue, as in the main kernel: two roundings, never fused.
-  const __m512 alpha = _mm512_set1_ps(g.alpha);
-#pragma GCC unroll 3
-  for (int v = 0; v < NV; ++v) {
-    const int64_t n0 = (block + v) * 16;
-    const __mmask16 cols = tail_mask16(g.N - n0);
-    __m512 bias = _mm512_setzero_ps();
-    if (g.bias_type == BiasType::F32) bias = _mm512_maskz_loadu_ps(cols, static_cast<const float*>(g.bias) + n0);
-    if (g.bias_type == BiasType::BF16)
-      bias = bf16_to_f32(_mm256_maskz_loadu_epi16(cols, static_cast<const uint16_t*>(g.bias) + n0));
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
-      __m512 y = _mm512_mul_round_ps(acc[r][v], alpha, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      if (g.bias_type != BiasType::None) y = _mm512_add_round_ps(y, bias, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      const int64_t offset = (m + r) * g.N + n0;
-      if (g.y_type == OutputType::F32) {
-        _mm512_mask_storeu_ps(static_cast<float*>(g.y) + offset, cols, y);
-      } else {
-        _mm256_mask_storeu_epi16(static_cast<uint16_t*>(g.y) + offset, cols, f32_to_bf16_rne(y));
-      }
-    }
-  }
+  store_output_block<MR, NV>(g, acc, m, block);
 }
 
 template <std::size_t... I>

@@ -1,0 +1,171 @@
+// AVX-512 FP32 GEMM in the columns layout (gemm_columns_f32): y[M,N] =
+// x[M,K] · W[N,K]ᵀ with vfmadd, the 16 lanes of a zmm running over output
+// columns, x (float32, row-major) broadcast one element at a time.
+//
+// Why. The FP32 arithmetic (W8A16 and dense with float32 activations) runs in
+// the rows layout (gemm_avx512.cpp) otherwise, whose lanes are 16 rows of x:
+// with few rows (49 or 98 tokens of the embedded model) up to a quarter of
+// the lanes hold padding, x is transposed in and the sums out. Here W is
+// converted (E4M3 · s_w, bf16 or float32 → float32) and packed once per call,
+// one panel of 16-column blocks at a time ([block][k][16]) by the thread that
+// uses it, and every lane does useful work.
+//
+// Per output the arithmetic is the rows layout's: acc = fma(x_k, w_k, acc)
+// for k = 0 … K−1 from a zero accumulator (one rounding per step), w_k the
+// same float32 the rows layout converts (e4m3_to_f32_scaled), then
+// float32(acc · alpha), + bias, the output conversion. So the two layouts
+// agree bit for bit (tests/kernels/gemm_variants_test.cpp), whichever gemm()
+// picks, and no result depends on the blocking or the thread count.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "kernels/cpu/avx512_helpers.hpp"
+#include "kernels/cpu/avx512_kernels.hpp"
+
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"  // as in gemm_columns_avx512.cpp
+#endif
+
+namespace stepmix::kernels::avx512 {
+namespace {
+
+constexpr int kMR = 8;  // rows of x per micro-kernel
+constexpr int kNV = 3;  // 16-column vectors per micro-kernel
+// Packed panel budget per thread: kept within L2 next to the rows of x.
+constexpr int64_t kPanelBytes = 384 << 10;
+
+struct Plan {
+  const GemmArgs* args;
+  E4M3ToBf16Table weight_table;  // bf16(decode(code) · weight_scale), for E4M3TimesScaleBF16
+  int64_t blocks;        // ceil(N / 16)
+  int64_t panel_blocks;  // 16-column blocks per panel (a multiple of kNV)
+};
+
+// W[n][k0 .. k0+16) as float32 (zero past K or for n >= N), converted as
+// the rows layout converts it.
+__m512 load_w_row(const Plan& p, int64_t n, int64_t k0) {
+  const GemmArgs& g = *p.args;
+  if (n >= g.N) return _mm512_setzero_ps();
+  const __mmask16 mask = tail_mask16(g.K - k0);
+  const int64_t at = n * g.K + k0;
+  switch (g.w_type) {
+    case WeightOperand::F32:
+      return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(g.w) + at);
+    case WeightOperand::BF16:
+      return bf16_to_f32(_mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(g.w) + at));
+    case WeightOperand::E4M3:
+    case WeightOperand::E4M3TimesScaleF32: {
+      const float scale = g.w_type == WeightOperand::E4M3 ? 256.0f : g.weight_scale * 256.0f;
+      return _mm512_maskz_mov_ps(
+          mask, e4m3_to_f32_scaled(_mm_maskz_loadu_epi8(mask, static_cast<const uint8_t*>(g.w) + at),
+                                   _mm512_set1_ps(scale)));
+    }
+    case WeightOperand::E4M3TimesScaleBF16: {
+      const __m512i words =
+          p.weight_table.convert(_mm256_maskz_loadu_epi8(mask, static_cast<const uint8_t*>(g.w) + at));
+      return _mm512_maskz_mov_ps(mask, bf16_to_f32(_mm512_castsi512_si256(words)));
+    }
+  }
+  return _mm512_setzero_ps();
+}
+
+// One 16-column block of W into out = [K][16]: 16 rows × 16 k per transpose.
+void pack_block(const Plan& p, int64_t block, float* out) {
+  const GemmArgs& g = *p.args;
+  for (int64_t k0 = 0; k0 < g.K; k0 += 16) {
+    __m512i rows[16];
+    for (int r = 0; r < 16; ++r) rows[r] = _mm512_castps_si512(load_w_row(p, block * 16 + r, k0));
+    transpose_16x16_dwords(rows);  // rows[s] = column k0 + s of the 16 rows of W
+    const int64_t count = std::min<int64_t>(16, g.K - k0);
+    for (int64_t s = 0; s < count; ++s) _mm512_store_si512(out + (k0 + s) * 16, rows[s]);
+  }
+}
+
+using Kernel = void (*)(const GemmArgs& g, int64_t m, int64_t block, const float* w);
+
+// y rows [m, m+MR) × the columns of blocks [block, block+NV), packed weights
+// at w ([NV][K][16]): sums over every k, then the epilogue straight into y.
+template <int MR, int NV>
+void micro_kernel(const GemmArgs& g, int64_t m, int64_t block, const float* w) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  const float* x = static_cast<const float*>(g.a) + m * g.K;
+  const int64_t block_stride = g.K * 16;
+  for (int64_t k = 0; k < g.K; ++k) {
+    __m512 wv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) wv[v] = _mm512_load_ps(w + v * block_stride + k * 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m512 xv = _mm512_set1_ps(x[r * g.K + k]);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(xv, wv[v], acc[r][v]);
+    }
+  }
+  store_output_block<MR, NV>(g, acc, m, block);
+}
+
+template <std::size_t... I>
+constexpr std::array<Kernel, sizeof...(I)> kernels_for(std::index_sequence<I...>) {
+  return {&micro_kernel<int(I / kNV) + 1, int(I % kNV) + 1>...};
+}
+constexpr auto kKernels = kernels_for(std::make_index_sequence<kMR * kNV>{});  // [MR - 1][NV - 1]
+
+// One panel (panel_blocks blocks from block_begin), packed into this thread's
+// scratch, against rows [m_begin, m_end) of x.
+void run_unit(const Plan& p, int64_t block_begin, int64_t m_begin, int64_t m_end) {
+  const GemmArgs& g = *p.args;
+  const int64_t block_end = std::min(p.blocks, block_begin + p.panel_blocks);
+  thread_local AlignedScratch panel_scratch;
+  float* panel = panel_scratch.get<float>(std::size_t(p.panel_blocks * g.K * 16));
+  for (int64_t b = block_begin; b < block_end; ++b) pack_block(p, b, panel + (b - block_begin) * g.K * 16);
+  for (int64_t m = m_begin; m < m_end; m += kMR) {
+    const int mr = int(std::min<int64_t>(kMR, m_end - m));
+    for (int64_t b = block_begin; b < block_end; b += kNV) {
+      const int nv = int(std::min<int64_t>(kNV, block_end - b));
+      kKernels[std::size_t((mr - 1) * kNV + (nv - 1))](g, m, b, panel + (b - block_begin) * g.K * 16);
+    }
+  }
+}
+
+}  // namespace
+
+bool columns_f32_kernel_applies(const GemmArgs& g) {
+  const bool operands = g.arithmetic == GemmArithmetic::F32 && g.a_type == ActivationOperand::F32 &&
+                        (g.w_type == WeightOperand::F32 || g.w_type == WeightOperand::BF16 ||
+                         g.w_type == WeightOperand::E4M3 || g.w_type == WeightOperand::E4M3TimesScaleF32 ||
+                         g.w_type == WeightOperand::E4M3TimesScaleBF16);
+  return operands && g.K >= 1 && g.K <= kColumnsMaxK && g.M <= kColumnsF32MaxRows;
+}
+
+void gemm_columns_f32(const GemmArgs& g) {
+  if (g.M <= 0 || g.N <= 0) return;
+  Plan p;
+  p.args = &g;
+  p.blocks = (g.N + 15) / 16;
+  if (g.w_type == WeightOperand::E4M3TimesScaleBF16) p.weight_table = E4M3ToBf16Table::scaled(g.weight_scale);
+  const GemmTasks tasks(g);
+  // Units: panels of W against shares of the rows. Every share packs its
+  // panel again, so work is split into narrower panels first (about two per
+  // thread) and rows only when there are fewer panels than threads.
+  const int64_t threads = tasks.threads();
+  const int64_t widest = std::clamp<int64_t>(kPanelBytes / (g.K * 64) / kNV * kNV, kNV, 4 * kNV);
+  const int64_t wanted = (p.blocks + 2 * threads - 1) / (2 * threads);
+  p.panel_blocks = std::clamp<int64_t>((wanted + kNV - 1) / kNV * kNV, kNV, widest);
+  const int64_t panels = (p.blocks + p.panel_blocks - 1) / p.panel_blocks;
+  const int64_t row_groups = (g.M + kMR - 1) / kMR;
+  const int64_t shares = std::clamp<int64_t>((threads + panels - 1) / panels, 1, row_groups);
+  tasks.run(panels * shares, [&](int64_t u) {
+    const int64_t panel = u / shares, share = u % shares;
+    const int64_t m_begin = std::min(g.M, row_groups * share / shares * kMR);
+    const int64_t m_end = std::min(g.M, row_groups * (share + 1) / shares * kMR);
+    if (m_begin < m_end) run_unit(p, panel * p.panel_blocks, m_begin, m_end);
+  });
+}
+
+}  // namespace stepmix::kernels::avx512
