@@ -6,7 +6,8 @@
 #   scripts/setup.sh --fuzz   also clang and its libFuzzer/sanitizer runtimes
 set -euo pipefail
 
-packages=(build-essential cmake nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libpng-dev)
+packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libpng-dev
+  libavcodec-dev libavformat-dev libswscale-dev libavutil-dev)
 case "${1:-}" in
   --bench) packages+=(python3-torch python3-numpy libopenblas0-openmp libbenchmark-dev) ;;
   --fuzz) packages+=(clang libclang-rt-14-dev) ;;

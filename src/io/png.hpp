@@ -18,6 +18,10 @@ struct Image8 {
 void write_png(const std::string& path, const Image8& image);
 // Reads an 8-bit gray or RGB PNG (used by tests and reports).
 Image8 read_png(const std::string& path);
+// Reads any PNG libpng understands (gray, palette, alpha, 16-bit) as 8-bit
+// RGB; alpha is composited onto black. Throws naming the file when it is not
+// a readable PNG.
+Image8 read_png_rgb(const std::string& path);
 
 // Maps [-1, 1] to [0, 255] as clamp(x/2 + 0.5, 0, 1) * 255, rounded.
 uint8_t unit_range_to_u8(float x);

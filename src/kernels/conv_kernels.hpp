@@ -64,8 +64,11 @@ struct ConvWeights {
   }
   // First element of block b in f32 / bf16 (blocks before it are full width).
   int64_t block_offset(int64_t b) const { return b * kConvBlock * taps() * c_in_packed(); }
-  // Bytes held.
-  std::size_t bytes() const { return f32.size() * 4 + bf16.size() * 2 + bias.size() * 4; }
+  // Bytes the packed form takes (from the sizes alone, packed or not yet).
+  std::size_t packed_bytes() const {
+    const int64_t elements = block_offset(blocks() - 1) + block_width(blocks() - 1) * taps() * c_in_packed();
+    return std::size_t(elements) * (arithmetic == GemmArithmetic::BF16 ? 2 : 4) + std::size_t(c_out) * 4;
+  }
 };
 
 // Packs weights in PyTorch layout w[c_out][c_in][kt][kh][kw] (float32, or

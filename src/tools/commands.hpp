@@ -13,5 +13,6 @@ void add_generate_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_vae_command(CLI::App& app);
 
 }  // namespace stepmix::cli

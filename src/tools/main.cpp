@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   stepmix::cli::add_quantize_command(app);
   stepmix::cli::add_compare_command(app);
   stepmix::cli::add_bench_command(app);
+  stepmix::cli::add_vae_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -68,20 +68,23 @@ WanVae WanVae::load(const std::string& path, const VaeOptions& options) {
   Encoder encoder = Encoder::load(weights, v.config_);
   v.encoder_weight_bytes_ = weights.packed_bytes() - v.decoder_weight_bytes_;
   weights.check_all_used();
-  if (options.decoder) v.decoder_ = std::move(decoder);
-  if (options.encoder) v.encoder_ = std::move(encoder);
+  v.decoder_ = std::move(decoder);
+  v.encoder_ = std::move(encoder);
+  v.has_decoder_ = options.decoder;
+  v.has_encoder_ = options.encoder;
   return v;
 }
 
 void WanVae::decode(const float* latent, const std::vector<int64_t>& shape, const PixelSink& sink,
                     const RunOptions& options) const {
-  if (!decoder_) throw Error("vae", folder_ + ": the decoder was not loaded");
+  if (!has_decoder_) throw Error("vae", folder_ + ": the decoder was not loaded");
   const int64_t z = config_.z_dim;
+  const std::string label = options.input_label.empty() ? "latent" : options.input_label;
   if (shape.size() != 5 || shape[0] != 1 || shape[1] != z || shape[2] < 1 || shape[3] < 1 || shape[4] < 1)
-    throw Error("vae", "latent: expected shape [1, " + std::to_string(z) + ", T, h, w], got " + shape_text(shape));
+    throw Error("vae", label + ": expected shape [1, " + std::to_string(z) + ", T, h, w], got " + shape_text(shape));
   const int64_t T = shape[2], h = shape[3], w = shape[4];
-  check_finite(latent, z * T * h * w, "latent " + shape_text(shape));
-  Decoder decoder = *decoder_;  // fresh histories, shared weights
+  check_finite(latent, z * T * h * w, label + " " + shape_text(shape));
+  Decoder decoder = decoder_;  // fresh histories, shared weights
   int64_t next_frame = 0;
   const int64_t expected_frames = config_.pixel_frames(T);
   for (int64_t t = 0; t < T; ++t) {
@@ -121,25 +124,26 @@ std::vector<float> WanVae::decode_to_tensor(const float* latent, const std::vect
 }
 
 EncodeResult WanVae::encode(const float* pixels, const std::vector<int64_t>& shape, const RunOptions& options) const {
-  if (!encoder_) throw Error("vae", folder_ + ": the encoder was not loaded");
+  if (!has_encoder_) throw Error("vae", folder_ + ": the encoder was not loaded");
   const int64_t tf = config_.temporal_factor(), sf = config_.spatial_factor();
+  const std::string label = options.input_label.empty() ? "pixels" : options.input_label;
   if (shape.size() != 5 || shape[0] != 1 || shape[1] != 3)
-    throw Error("vae", "pixels: expected shape [1, 3, F, H, W], got " + shape_text(shape));
+    throw Error("vae", label + ": expected shape [1, 3, F, H, W], got " + shape_text(shape));
   const int64_t F = shape[2], H = shape[3], W = shape[4];
   if (F < 1 || (F - 1) % tf != 0)
-    throw Error("vae", "pixels " + shape_text(shape) + ": expected 1 + " + std::to_string(tf) +
+    throw Error("vae", label + " " + shape_text(shape) + ": expected 1 + " + std::to_string(tf) +
                            "k frames (1, " + std::to_string(1 + tf) + ", " + std::to_string(1 + 2 * tf) + ", ...), got " +
                            std::to_string(F));
   if (H < sf || W < sf || H % sf != 0 || W % sf != 0)
-    throw Error("vae", "pixels " + shape_text(shape) + ": height and width must be positive multiples of " +
+    throw Error("vae", label + " " + shape_text(shape) + ": height and width must be positive multiples of " +
                            std::to_string(sf) + ", got " + std::to_string(H) + "x" + std::to_string(W));
-  check_finite(pixels, 3 * F * H * W, "pixels " + shape_text(shape));
+  check_finite(pixels, 3 * F * H * W, label + " " + shape_text(shape));
   const int64_t z = config_.z_dim, T = 1 + (F - 1) / tf, h = H / sf, w = W / sf;
   EncodeResult out;
   out.shape = {1, z, T, h, w};
   out.mu.assign(std::size_t(z * T * h * w), 0.0f);
   out.latent.assign(out.mu.size(), 0.0f);
-  Encoder encoder = *encoder_;
+  Encoder encoder = encoder_;
   int64_t t_out = 0;
   for (int64_t t = 0; t < F; ++t) {
     check_cancel(options, t_out, T, "encode");
@@ -161,13 +165,17 @@ EncodeResult WanVae::encode(const float* pixels, const std::vector<int64_t>& sha
   return out;
 }
 
+EncodeResult WanVae::encode_image(const Image8& rgb, const RunOptions& options) const {
+  if (rgb.channels != 3) throw Error("vae", "encode_image: expected an RGB image");
+  const std::vector<float> pixels = pixels_from_rgb8(rgb.pixels.data(), rgb.height, rgb.width);
+  return encode(pixels.data(), {1, 3, 1, rgb.height, rgb.width}, options);
+}
+
 MemoryEstimate WanVae::estimate_decode(int64_t latent_frames, int64_t h, int64_t w, bool collect_output) const {
   MemoryEstimate e;
-  e.weights = decoder_weight_bytes_ + encoder_weight_bytes_;
-  if (decoder_) {
-    e.histories = decoder_->history_bytes(h, w);
-    e.working = decoder_->working_bytes(h, w);
-  }
+  e.weights = decoder_weight_bytes_;
+  e.histories = decoder_.history_bytes(h, w);
+  e.working = decoder_.working_bytes(h, w);
   const int64_t sf = config_.spatial_factor();
   if (collect_output)
     e.output = std::size_t(3 * config_.pixel_frames(latent_frames) * h * sf * w * sf) * sizeof(float);
@@ -176,11 +184,9 @@ MemoryEstimate WanVae::estimate_decode(int64_t latent_frames, int64_t h, int64_t
 
 MemoryEstimate WanVae::estimate_encode(int64_t frames, int64_t H, int64_t W) const {
   MemoryEstimate e;
-  e.weights = decoder_weight_bytes_ + encoder_weight_bytes_;
-  if (encoder_) {
-    e.histories = encoder_->history_bytes(H, W);
-    e.working = encoder_->working_bytes(H, W);
-  }
+  e.weights = encoder_weight_bytes_;
+  e.histories = encoder_.history_bytes(H, W);
+  e.working = encoder_.working_bytes(H, W);
   const int64_t sf = config_.spatial_factor();
   const int64_t T = 1 + (frames - 1) / config_.temporal_factor();
   e.output = std::size_t(2 * config_.z_dim * T * (H / sf) * (W / sf)) * sizeof(float);
@@ -214,6 +220,16 @@ void check_memory(const MemoryEstimate& e, std::size_t limit, const std::string&
                          ", causal histories " + format_bytes(e.histories) + ", frames in flight " +
                          format_bytes(e.working) + (e.output ? ", output " + format_bytes(e.output) : std::string()) +
                          "), more than the " + format_bytes(limit) + " available");
+}
+
+Image8 to_image8(const Frame& rgb) {
+  Image8 out;
+  out.width = int(rgb.w);
+  out.height = int(rgb.h);
+  out.channels = 3;
+  out.pixels.resize(std::size_t(rgb.size()));
+  for (std::size_t i = 0; i < out.pixels.size(); ++i) out.pixels[i] = unit_range_to_u8(rgb.f32[i]);
+  return out;
 }
 
 std::vector<float> pixels_from_rgb8(const uint8_t* rgb, int64_t height, int64_t width) {

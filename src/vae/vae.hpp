@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "io/png.hpp"
 #include "kernels/linear_kernels.hpp"
 #include "vae/config.hpp"
 #include "vae/decoder.hpp"
@@ -34,12 +35,15 @@ struct VaeOptions {
   // on bf16 weights and bf16 inputs with float32 sums (docs/vae.md states its
   // measured error); norms, attention and the residual stream stay float32.
   kernels::GemmArithmetic arithmetic = kernels::GemmArithmetic::F32;
-  bool decoder = true;  // load (pack) the decoder half
-  bool encoder = true;  // load (pack) the encoder half
+  // Which halves to read and pack. A half left out is still checked (names,
+  // shapes, dtypes) and sized, so a WanVae loaded with neither costs only
+  // the headers and answers estimate_decode / estimate_encode before a run.
+  bool decoder = true;
+  bool encoder = true;
 };
 
 struct MemoryEstimate {
-  std::size_t weights = 0;   // packed weights
+  std::size_t weights = 0;   // packed weights of the half that runs
   std::size_t histories = 0; // causal histories (constant after two latent frames)
   std::size_t working = 0;   // frames in flight while one latent frame is processed
   std::size_t output = 0;    // a collected output tensor, when the caller collects one
@@ -54,6 +58,9 @@ struct RunOptions {
   const std::atomic<bool>* cancel = nullptr;
   // Every named module output, frame by frame (tests).
   const FrameTap* tap = nullptr;
+  // What the input is called in error messages, e.g. "in.safetensors: tensor
+  // 'latent'"; empty: "latent" / "pixels".
+  std::string input_label;
 };
 
 // One decoded pixel frame: index in the clip, [H][W][3] RGB in [-1, 1].
@@ -88,8 +95,13 @@ class WanVae {
                                       const RunOptions& options = {}) const;
   // pixels [1, 3, F, H, W] in [-1, 1], F = 1 + 4k, H and W multiples of 16.
   EncodeResult encode(const float* pixels, const std::vector<int64_t>& shape, const RunOptions& options = {}) const;
+  // One 8-bit RGB image (width and height multiples of 16) as a one-frame
+  // clip: latent frame 0 of any clip starting with this image (causality:
+  // latent frame 0 depends on pixel frame 0 alone), for image-to-video.
+  EncodeResult encode_image(const Image8& rgb, const RunOptions& options = {}) const;
 
-  // Memory a request needs; `collect_output` counts a whole output tensor
+  // Memory a request needs (weights of the half that runs, histories,
+  // frames in flight); `collect_output` counts a whole output tensor
   // (decode_to_tensor), otherwise frames are streamed.
   MemoryEstimate estimate_decode(int64_t latent_frames, int64_t h, int64_t w, bool collect_output) const;
   MemoryEstimate estimate_encode(int64_t frames, int64_t H, int64_t W) const;
@@ -99,8 +111,10 @@ class WanVae {
   std::string folder_;
   kernels::GemmArithmetic arithmetic_ = kernels::GemmArithmetic::F32;
   std::vector<float> mean_, inv_std_;
-  std::optional<Decoder> decoder_;
-  std::optional<Encoder> encoder_;
+  // Both halves always exist; a half not loaded carries sizes, no weights.
+  Decoder decoder_;
+  Encoder encoder_;
+  bool has_decoder_ = false, has_encoder_ = false;
   std::size_t decoder_weight_bytes_ = 0, encoder_weight_bytes_ = 0;
 };
 
@@ -119,7 +133,10 @@ void check_memory(const MemoryEstimate& estimate, std::size_t limit, const std::
 // "1.5 GiB" / "12.0 MiB", for messages.
 std::string format_bytes(std::size_t bytes);
 
-// RGB pixels [H][W][3] 8-bit -> the encoder's [-1, 1]: v / 255 · 2 − 1.
+// RGB pixels [H][W][3] 8-bit -> the encoder's [1, 3, 1, H, W] in [-1, 1]: v / 255 · 2 − 1.
 std::vector<float> pixels_from_rgb8(const uint8_t* rgb, int64_t height, int64_t width);
+// A decoded pixel frame [H][W][3] in [-1, 1] as 8-bit RGB, mapped as the
+// pipeline does: clamp(x/2 + 0.5, 0, 1) · 255, rounded.
+Image8 to_image8(const Frame& rgb);
 
 }  // namespace stepmix::vae

@@ -43,14 +43,25 @@ ConvLayer WeightLoader::conv(const std::string& module, int64_t c_out, int64_t c
   const TensorView& weight = tensor(module + ".weight", shape, meaning);
   const TensorView& bias = tensor(module + ".bias", {c_out}, "its bias");
   ConvLayer layer;
-  if (!pack_) return layer;
+  if (!pack_) {
+    auto sizes = std::make_shared<kernels::ConvWeights>();
+    sizes->c_out = c_out;
+    sizes->c_in = c_in;
+    sizes->kt = two_d ? 1 : kt;
+    sizes->kh = kh;
+    sizes->kw = kw;
+    sizes->arithmetic = arithmetic_;
+    packed_bytes_ += sizes->packed_bytes();
+    layer.weights = std::move(sizes);
+    return layer;
+  }
   // Widened to float32 (exact from BF16) and checked before packing; the
   // packer rounds to bf16 for BF16 arithmetic.
   const std::vector<float> w = read_floats(weight);
   const std::vector<float> b = read_floats(bias);
   auto packed = std::make_shared<kernels::ConvWeights>(
       kernels::pack_conv_weights(w.data(), false, c_out, c_in, two_d ? 1 : kt, kh, kw, b.data(), arithmetic_));
-  packed_bytes_ += packed->bytes();
+  packed_bytes_ += packed->packed_bytes();
   layer.weights = std::move(packed);
   return layer;
 }

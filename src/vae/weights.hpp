@@ -17,7 +17,8 @@ namespace stepmix::vae {
 class WeightLoader {
  public:
   // `pack` false: names, shapes and dtypes are checked but nothing is read
-  // (for the half of the model a caller does not need).
+  // (for the half of the model a caller does not need, or to size a request
+  // before loading); the layers then carry their sizes without weights.
   WeightLoader(const TensorStore& store, kernels::GemmArithmetic arithmetic)
       : store_(store), arithmetic_(arithmetic) {}
   void set_packing(bool pack) { pack_ = pack; }
@@ -29,7 +30,7 @@ class WeightLoader {
   std::vector<float> gamma(const std::string& name, int64_t c, int rank);
   // Throws naming the first tensor no layer asked for.
   void check_all_used() const;
-  // Bytes of the packed weights made so far.
+  // Bytes of the packed weights of every layer bound so far, packed or not.
   std::size_t packed_bytes() const { return packed_bytes_; }
 
  private:
