@@ -11,13 +11,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <optional>
 
 #include "io/png.hpp"
 #include "io/safetensors.hpp"
-#include "io/video.hpp"
 #include "stepmix/error.hpp"
 #include "tools/commands.hpp"
+#include "vae/outputs.hpp"
 #include "vae/vae.hpp"
 
 namespace stepmix::cli {
@@ -32,6 +31,7 @@ struct VaeOptionsCli {
   double fps = 24.0;
   std::string activations = "f32";
   std::string max_memory;  // empty: what the system has available
+  std::string frames_dir;  // decode: also one PNG per frame
 };
 
 std::string extension_of(const std::string& path) {
@@ -127,34 +127,19 @@ void run_decode(const VaeOptionsCli& o) {
 
   Progress progress("decode");
   run.progress = [&](int64_t done, int64_t total) { progress(done, total); };
+  vae::DecodeOutputs outputs;
+  outputs.fps = o.fps;
+  if (ext == ".safetensors") outputs.tensor = o.out;
+  if (ext == ".png") outputs.image = o.out;
+  if (ext == ".mp4") outputs.video = o.out;
+  if (!o.frames_dir.empty()) outputs.frames_dir = o.frames_dir;
   const auto start = std::chrono::steady_clock::now();
-  if (ext == ".safetensors") {
-    const std::vector<float> pixels = model.decode_to_tensor(latent.as<float>(), shape, run);
-    progress.finish();
-    write_safetensors(o.out, {make_tensor_f32("pixels", {1, 3, F, H, W}, pixels)});
-  } else if (ext == ".mp4") {
-    Mp4Writer video(o.out, int(W), int(H), o.fps);
-    model.decode(latent.as<float>(), shape, [&](int64_t, const vae::Frame& rgb) { video.add_frame(vae::to_image8(rgb)); }, run);
-    progress.finish();
-    video.finish();
-  } else {
-    // One image, or the frames side by side.
-    Image8 strip;
-    strip.width = int(W * F);
-    strip.height = int(H);
-    strip.channels = 3;
-    strip.pixels.resize(std::size_t(strip.width) * strip.height * 3);
-    model.decode(latent.as<float>(), shape, [&](int64_t t, const vae::Frame& rgb) {
-      const Image8 frame = vae::to_image8(rgb);
-      for (int64_t y = 0; y < H; ++y)
-        std::copy_n(frame.pixels.begin() + y * W * 3, W * 3, strip.pixels.begin() + (y * strip.width + t * W) * 3);
-    }, run);
-    progress.finish();
-    write_png(o.out, strip);
-  }
+  vae::decode_to_outputs(model, latent.as<float>(), shape, outputs, run);
+  progress.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("pixels [1, 3, %lld, %lld, %lld] -> %s (%.2f s, %s activations)\n", (long long)F, (long long)H,
-              (long long)W, o.out.c_str(), seconds, o.activations.c_str());
+  std::printf("pixels [1, 3, %lld, %lld, %lld] -> %s%s%s (%.2f s, %s activations)\n", (long long)F, (long long)H,
+              (long long)W, o.out.c_str(), o.frames_dir.empty() ? "" : " and ", o.frames_dir.c_str(), seconds,
+              o.activations.c_str());
 }
 
 void run_encode(const VaeOptionsCli& o) {
@@ -226,6 +211,7 @@ void add_vae_command(CLI::App& app) {
     cmd->add_option("--out", o->out, ".safetensors (tensor 'pixels' F32 [1,3,F,H,W]), .png (an image, or the frames side by side) or .mp4 (H.264)")
         ->required();
     cmd->add_option("--fps", o->fps, "Frame rate of an .mp4 output")->default_val(24.0);
+    cmd->add_option("--frames-dir", o->frames_dir, "Also write every frame as DIR/frame_00000.png, ... (a new folder)");
     cmd->callback([o] { run_decode(*o); });
   }
   {

@@ -62,6 +62,13 @@ expect_ok decode-strip "pixels [1, 3, 5, 48, 80]" \
 expect_ok decode-mp4 "-> $tmp/video.mp4" \
   vae decode --vae "$vae" --latent "$vae_golden/decode/video.safetensors" --out "$tmp/video.mp4" --fps 12
 [[ $(od -A n -c -j 4 -N 4 "$tmp/video.mp4" | tr -d ' ') == ftyp ]] || fail "decode-mp4: not an MP4 file"
+expect_ok decode-frames-dir "and $tmp/frames" \
+  vae decode --vae "$vae" --latent "$vae_golden/decode/video.safetensors" --out "$tmp/video2.mp4" --frames-dir "$tmp/frames"
+[[ $(ls "$tmp/frames" | grep -c '^frame_0000[0-8]\.png$') -eq 9 ]] || fail "decode-frames-dir: expected 9 frames"
+[[ $(png_size "$tmp/frames/frame_00008.png") == 96x64 ]] || fail "decode-frames-dir: frame size"
+expect_rejected frames-dir-exists "$tmp/frames" "already exists" \
+  vae decode --vae "$vae" --latent "$vae_golden/decode/video.safetensors" --out "$tmp/video3.mp4" --frames-dir "$tmp/frames"
+[[ ! -e $tmp/video3.mp4 ]] || fail "frames-dir-exists: the video was written anyway"
 ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary output was left behind"
 
 # bf16 activations: close to the float32 goldens (bound 7e-2, as in
