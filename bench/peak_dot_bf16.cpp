@@ -43,27 +43,27 @@ double thread_seconds() {
   __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), \
                    "+v"(a9), "+v"(a10), "+v"(a11))
 
-double run_one_thread(long iterations) {
-  // Twelve named accumulators (an array would be kept in memory by the
-  // compiler): enough independent chains to cover the instruction latency.
+// Twelve independent chains acc = step(acc), timed by the thread's CPU
+// clock; named accumulators (an array would be kept in memory by the
+// compiler): enough chains to cover the instruction latency.
+template <class Step>
+double run_twelve_chains(long iterations, const Step& step, double flops_per_instruction) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
          a9 = a0, a10 = a0, a11 = a0;
-  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3F80);  // 1.0 in bf16
-  const __m512bh y = (__m512bh)_mm512_set1_epi16(0x3C00);  // small value, keeps sums finite
   const double t0 = thread_seconds();
   for (long i = 0; i < iterations; ++i) {
-    a0 = _mm512_dpbf16_ps(a0, x, y);
-    a1 = _mm512_dpbf16_ps(a1, x, y);
-    a2 = _mm512_dpbf16_ps(a2, x, y);
-    a3 = _mm512_dpbf16_ps(a3, x, y);
-    a4 = _mm512_dpbf16_ps(a4, x, y);
-    a5 = _mm512_dpbf16_ps(a5, x, y);
-    a6 = _mm512_dpbf16_ps(a6, x, y);
-    a7 = _mm512_dpbf16_ps(a7, x, y);
-    a8 = _mm512_dpbf16_ps(a8, x, y);
-    a9 = _mm512_dpbf16_ps(a9, x, y);
-    a10 = _mm512_dpbf16_ps(a10, x, y);
-    a11 = _mm512_dpbf16_ps(a11, x, y);
+    a0 = step(a0);
+    a1 = step(a1);
+    a2 = step(a2);
+    a3 = step(a3);
+    a4 = step(a4);
+    a5 = step(a5);
+    a6 = step(a6);
+    a7 = step(a7);
+    a8 = step(a8);
+    a9 = step(a9);
+    a10 = step(a10);
+    a11 = step(a11);
     STEPMIX_KEEP_CHAINS(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11);
   }
   const double seconds = thread_seconds() - t0;
@@ -72,38 +72,20 @@ double run_one_thread(long iterations) {
                                                  _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11))));
   volatile float sink = _mm512_reduce_add_ps(sum);
   (void)sink;
-  // Each vdpbf16ps: 16 lanes x 2 products x 2 flops.
-  return double(iterations) * 12 * 64 / seconds / 1e9;
+  return double(iterations) * 12 * flops_per_instruction / seconds / 1e9;
 }
 
-__attribute__((target("fma"))) double run_one_thread_f32(long iterations) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
-         a9 = a0, a10 = a0, a11 = a0;
+// vdpbf16ps: 16 lanes x 2 products x 2 flops.
+double run_one_thread(long iterations) {
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3F80);  // 1.0 in bf16
+  const __m512bh y = (__m512bh)_mm512_set1_epi16(0x3C00);  // small value, keeps sums finite
+  return run_twelve_chains(iterations, [&](__m512 a) { return _mm512_dpbf16_ps(a, x, y); }, 64);
+}
+
+// vfmadd231ps: 16 lanes x 2 flops.
+double run_one_thread_f32(long iterations) {
   const __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(1e-3f);
-  const double t0 = thread_seconds();
-  for (long i = 0; i < iterations; ++i) {
-    a0 = _mm512_fmadd_ps(x, y, a0);
-    a1 = _mm512_fmadd_ps(x, y, a1);
-    a2 = _mm512_fmadd_ps(x, y, a2);
-    a3 = _mm512_fmadd_ps(x, y, a3);
-    a4 = _mm512_fmadd_ps(x, y, a4);
-    a5 = _mm512_fmadd_ps(x, y, a5);
-    a6 = _mm512_fmadd_ps(x, y, a6);
-    a7 = _mm512_fmadd_ps(x, y, a7);
-    a8 = _mm512_fmadd_ps(x, y, a8);
-    a9 = _mm512_fmadd_ps(x, y, a9);
-    a10 = _mm512_fmadd_ps(x, y, a10);
-    a11 = _mm512_fmadd_ps(x, y, a11);
-    STEPMIX_KEEP_CHAINS(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11);
-  }
-  const double seconds = thread_seconds() - t0;
-  const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                                   _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)),
-                                                 _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11))));
-  volatile float sink = _mm512_reduce_add_ps(sum);
-  (void)sink;
-  // Each vfmadd231ps: 16 lanes x 2 flops.
-  return double(iterations) * 12 * 32 / seconds / 1e9;
+  return run_twelve_chains(iterations, [&](__m512 a) { return _mm512_fmadd_ps(x, y, a); }, 32);
 }
 
 __attribute__((target("amx-tile,amx-bf16"))) double run_one_thread_amx(long iterations) {

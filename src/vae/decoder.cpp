@@ -5,10 +5,6 @@
 namespace stepmix::vae {
 namespace {
 
-void tap_frame(const FrameTap* tap, const std::string& module, const Frame& frame) {
-  if (tap && *tap) (*tap)(module, frame);
-}
-
 // Channels [c0, c0 + c) of every position of x.
 Frame channel_slice(const Frame& x, int64_t c0, int64_t c) {
   Frame y = Frame::zeros(x.h, x.w, c);
@@ -30,9 +26,7 @@ Decoder Decoder::load(WeightLoader& weights, const VaeConfig& config) {
   const int levels = config.levels();
   d.post_quant_conv_ = weights.conv("post_quant_conv", z, z, 1, 1, 1);
   d.conv_in_ = CausalConv(weights.conv("decoder.conv_in", widths[0], z, 3, 3, 3));
-  d.mid_resnet0_ = load_residual_block(weights, "decoder.mid_block.resnets.0", widths[0], widths[0]);
-  d.mid_attention_ = load_attention_block(weights, "decoder.mid_block.attentions.0", widths[0]);
-  d.mid_resnet1_ = load_residual_block(weights, "decoder.mid_block.resnets.1", widths[0], widths[0]);
+  d.mid_ = load_mid_block(weights, "decoder.mid_block", widths[0]);
   for (int i = 0; i < levels; ++i) {
     UpBlock b;
     b.c_in = widths[std::size_t(i)];
@@ -57,13 +51,7 @@ void Decoder::push(const Frame& z, const std::function<void(Frame&&)>& emit, con
   tap_frame(tap, "post_quant_conv", x);
   x = conv_in_.step(std::move(x));
   tap_frame(tap, "decoder.conv_in", x);
-  x = mid_resnet0_.forward(x);
-  tap_frame(tap, "decoder.mid_block.resnets.0", x);
-  x = mid_attention_.forward(x);
-  tap_frame(tap, "decoder.mid_block.attentions.0", x);
-  x = mid_resnet1_.forward(x);
-  tap_frame(tap, "decoder.mid_block", x);
-  push_up(0, std::move(x), emit, tap);
+  push_up(0, mid_.forward(x, "decoder.mid_block", tap), emit, tap);
 }
 
 // Up block i on one of its input frames x: residual blocks, then (all but
@@ -126,7 +114,7 @@ void Decoder::head(Frame&& x, const std::function<void(Frame&&)>& emit, const Fr
 
 std::size_t Decoder::history_bytes(int64_t h, int64_t w) const {
   std::size_t total = conv_in_.history_bytes(h, w);
-  for (const ResidualBlock* r : {&mid_resnet0_, &mid_resnet1_})
+  for (const ResidualBlock* r : {&mid_.resnet0, &mid_.resnet1})
     total += r->conv1.history_bytes(h, w) + r->conv2.history_bytes(h, w);
   for (const UpBlock& b : up_) {
     for (const ResidualBlock& r : b.resnets) total += r.conv1.history_bytes(h, w) + r.conv2.history_bytes(h, w);

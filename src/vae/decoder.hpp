@@ -50,8 +50,7 @@ class Decoder {
   int patch_size_ = 2;
   ConvLayer post_quant_conv_;
   CausalConv conv_in_;
-  ResidualBlock mid_resnet0_, mid_resnet1_;
-  AttentionBlock mid_attention_;
+  MidBlock mid_;
   std::vector<UpBlock> up_;
   std::vector<float> norm_out_;
   CausalConv conv_out_;

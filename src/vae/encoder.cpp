@@ -5,10 +5,6 @@
 namespace stepmix::vae {
 namespace {
 
-void tap_frame(const FrameTap* tap, const std::string& module, const Frame& frame) {
-  if (tap && *tap) (*tap)(module, frame);
-}
-
 std::size_t f32_frame_bytes(int64_t h, int64_t w, int64_t c) { return std::size_t(h * w * c) * sizeof(float); }
 
 }  // namespace
@@ -34,9 +30,7 @@ Encoder Encoder::load(WeightLoader& weights, const VaeConfig& config) {
     e.down_.push_back(std::move(b));
   }
   const int64_t c = widths.back();
-  e.mid_resnet0_ = load_residual_block(weights, "encoder.mid_block.resnets.0", c, c);
-  e.mid_attention_ = load_attention_block(weights, "encoder.mid_block.attentions.0", c);
-  e.mid_resnet1_ = load_residual_block(weights, "encoder.mid_block.resnets.1", c, c);
+  e.mid_ = load_mid_block(weights, "encoder.mid_block", c);
   e.norm_out_ = weights.gamma("encoder.norm_out.gamma", c, 4);
   e.conv_out_ = CausalConv(weights.conv("encoder.conv_out", 2 * config.z_dim, c, 3, 3, 3));
   e.quant_conv_ = weights.conv("quant_conv", 2 * config.z_dim, 2 * config.z_dim, 1, 1, 1);
@@ -92,12 +86,7 @@ void Encoder::push_down(std::size_t i, Frame&& x, const std::function<void(Frame
 }
 
 void Encoder::head(Frame&& x, const std::function<void(Frame&&)>& emit, const FrameTap* tap) {
-  x = mid_resnet0_.forward(x);
-  tap_frame(tap, "encoder.mid_block.resnets.0", x);
-  x = mid_attention_.forward(x);
-  tap_frame(tap, "encoder.mid_block.attentions.0", x);
-  x = mid_resnet1_.forward(x);
-  tap_frame(tap, "encoder.mid_block", x);
+  x = mid_.forward(x, "encoder.mid_block", tap);
   Frame y = conv_out_.step(rms_norm(x, norm_out_, true, conv_out_.layer().input_type()));
   tap_frame(tap, "encoder.conv_out", y);
   Frame moments = conv_frame(quant_conv_, convert_frame(std::move(y), quant_conv_.input_type()), 1, 0, 0, x.h, x.w);
@@ -117,7 +106,7 @@ std::size_t Encoder::history_bytes(int64_t H, int64_t W) const {
     // Two down-sampled frames for the time conv, one block input for the shortcut.
     if (b.temporal) total += 2 * f32_frame_bytes(h, w, b.c_out) + f32_frame_bytes(2 * h, 2 * w, b.c_in);
   }
-  for (const ResidualBlock* r : {&mid_resnet0_, &mid_resnet1_})
+  for (const ResidualBlock* r : {&mid_.resnet0, &mid_.resnet1})
     total += r->conv1.history_bytes(h, w) + r->conv2.history_bytes(h, w);
   return total + conv_out_.history_bytes(h, w);
 }

@@ -49,8 +49,7 @@ class Encoder {
   int patch_size_ = 2;
   CausalConv conv_in_;
   std::vector<DownBlock> down_;
-  ResidualBlock mid_resnet0_, mid_resnet1_;
-  AttentionBlock mid_attention_;
+  MidBlock mid_;
   std::vector<float> norm_out_;
   CausalConv conv_out_;
   ConvLayer quant_conv_;

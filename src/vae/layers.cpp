@@ -195,6 +195,16 @@ Frame AttentionBlock::forward(const Frame& x) const {
   return conv_frame(proj, convert_frame(std::move(o), proj.input_type()), 1, 0, 0, x.h, x.w, &x);
 }
 
+Frame MidBlock::forward(const Frame& x, const std::string& prefix, const FrameTap* tap) {
+  Frame h = resnet0.forward(x);
+  tap_frame(tap, prefix + ".resnets.0", h);
+  h = attention.forward(h);
+  tap_frame(tap, prefix + ".attentions.0", h);
+  h = resnet1.forward(h);
+  tap_frame(tap, prefix, h);
+  return h;
+}
+
 Frame upsample_nearest2(const Frame& x) {
   Frame y = Frame::zeros(2 * x.h, 2 * x.w, x.c);
   const int64_t C = x.c;

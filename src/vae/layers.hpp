@@ -90,6 +90,20 @@ struct AttentionBlock {
   Frame forward(const Frame& x) const;
 };
 
+// The tap, if there is one.
+inline void tap_frame(const FrameTap* tap, const std::string& module, const Frame& frame) {
+  if (tap && *tap) (*tap)(module, frame);
+}
+
+// M(C): R(C -> C), attention, R(C -> C); outputs tapped as
+// prefix.resnets.0, prefix.attentions.0 and prefix.
+struct MidBlock {
+  ResidualBlock resnet0, resnet1;
+  AttentionBlock attention;
+
+  Frame forward(const Frame& x, const std::string& prefix, const FrameTap* tap);
+};
+
 // Nearest-neighbour ×2 in both spatial directions.
 Frame upsample_nearest2(const Frame& x);
 

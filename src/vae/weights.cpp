@@ -90,12 +90,15 @@ ResidualBlock load_residual_block(WeightLoader& weights, const std::string& pref
   return r;
 }
 
-AttentionBlock load_attention_block(WeightLoader& weights, const std::string& prefix, int64_t c) {
-  AttentionBlock a;
-  a.norm = weights.gamma(prefix + ".norm.gamma", c, 3);
-  a.to_qkv = weights.conv(prefix + ".to_qkv", 3 * c, c, 1, 1, 1, true);
-  a.proj = weights.conv(prefix + ".proj", c, c, 1, 1, 1, true);
-  return a;
+MidBlock load_mid_block(WeightLoader& weights, const std::string& prefix, int64_t c) {
+  MidBlock m;
+  m.resnet0 = load_residual_block(weights, prefix + ".resnets.0", c, c);
+  const std::string attention = prefix + ".attentions.0";
+  m.attention.norm = weights.gamma(attention + ".norm.gamma", c, 3);
+  m.attention.to_qkv = weights.conv(attention + ".to_qkv", 3 * c, c, 1, 1, 1, true);
+  m.attention.proj = weights.conv(attention + ".proj", c, c, 1, 1, 1, true);
+  m.resnet1 = load_residual_block(weights, prefix + ".resnets.1", c, c);
+  return m;
 }
 
 }  // namespace stepmix::vae

@@ -47,7 +47,7 @@ class WeightLoader {
 
 // prefix.{norm1,conv1,norm2,conv2}[, prefix.conv_shortcut when c_in != c_out].
 ResidualBlock load_residual_block(WeightLoader& weights, const std::string& prefix, int64_t c_in, int64_t c_out);
-// prefix.{norm,to_qkv,proj} of a width-c attention block.
-AttentionBlock load_attention_block(WeightLoader& weights, const std::string& prefix, int64_t c);
+// prefix.{resnets.0, attentions.0, resnets.1} of a width-c mid block.
+MidBlock load_mid_block(WeightLoader& weights, const std::string& prefix, int64_t c);
 
 }  // namespace stepmix::vae

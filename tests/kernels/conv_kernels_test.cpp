@@ -157,6 +157,36 @@ struct Problem {
   }
 };
 
+// Elementwise bounds. Any float32 summation of K terms is within
+// K·2^-24·Σ|terms| of the exact sum (K = taps·c_in + 2), so `got` is checked
+// against the exact definition with that bound (`other` null), or against
+// another variant's result with twice it (two orders of the same exact
+// products); a bf16 output adds half a bf16 step per side.
+void expect_within_rounding(const Problem& p, const std::vector<uint8_t>& got, const std::vector<uint8_t>* other) {
+  const Geometry& g = p.g;
+  const int sides = other ? 2 : 1;
+  for (int64_t i = 0; i < g.frames_out * g.h_out * g.w_out * g.c_out; ++i) {
+    const int64_t o = i % g.c_out, x = (i / g.c_out) % g.w_out, y = (i / (g.c_out * g.w_out)) % g.h_out,
+                  t = i / (g.c_out * g.w_out * g.h_out);
+    auto value = [&](const std::vector<uint8_t>& out) {
+      if (g.bf16_output) {
+        uint16_t v;
+        std::memcpy(&v, out.data() + 2 * i, 2);
+        return double(bf16_to_float(v));
+      }
+      float v;
+      std::memcpy(&v, out.data() + 4 * i, 4);
+      return double(v);
+    };
+    double magnitude;
+    const double exact = p.expected(t, y, x, o, magnitude);
+    double bound = sides * double(g.kt * g.kh * g.kw * g.c_in + 2) * 0x1p-24 * magnitude;
+    if (g.bf16_output) bound += sides * std::fabs(exact) * 0x1p-8;
+    const double reference = other ? value(*other) : exact;
+    ASSERT_LE(std::fabs(value(got) - reference), bound) << g.name << " at " << t << "," << y << "," << x << "," << o;
+  }
+}
+
 bool avx512_available() { return cpu_features().can_run_avx512_bf16(); }
 
 TEST(ConvPacking, EveryWeightLandsWhereTheLayoutSays) {
@@ -190,32 +220,7 @@ TEST(ConvReference, MatchesTheDefinition) {
     for (const Geometry& g : kGeometries) {
       if (bf16 && g.c_in % 2) continue;
       const Problem p(g, bf16, 7);
-      const std::vector<uint8_t> out = p.run(ref::conv3d);
-      for (int64_t t = 0; t < g.frames_out; ++t)
-        for (int64_t y = 0; y < g.h_out; ++y)
-          for (int64_t x = 0; x < g.w_out; ++x)
-            for (int64_t o = 0; o < g.c_out; ++o) {
-              const std::size_t index = std::size_t(((t * g.h_out + y) * g.w_out + x) * g.c_out + o);
-              double got;
-              if (g.bf16_output) {
-                uint16_t v;
-                std::memcpy(&v, out.data() + 2 * index, 2);
-                got = bf16_to_float(v);
-              } else {
-                float v;
-                std::memcpy(&v, out.data() + 4 * index, 4);
-                got = v;
-              }
-              double magnitude;
-              const double want = p.expected(t, y, x, o, magnitude);
-              // Any float32 summation of K terms is within K·2^-24·Σ|terms| of
-              // the exact sum (K = taps·c_in + 2); a bf16 output adds half a
-              // bf16 step.
-              const double terms = double(g.kt * g.kh * g.kw * g.c_in + 2);
-              double bound = terms * 0x1p-24 * magnitude;
-              if (g.bf16_output) bound += std::fabs(want) * 0x1p-8;
-              ASSERT_LE(std::fabs(got - want), bound) << g.name << " bf16=" << bf16 << " at " << t << "," << y << "," << x << "," << o;
-            }
+      expect_within_rounding(p, p.run(ref::conv3d), nullptr);
     }
 }
 
@@ -232,29 +237,8 @@ TEST(ConvAvx512, MatchesTheReferenceOnEveryGeometry) {
       }
       // vdpbf16ps rounds twice per pair in the reference's order on the
       // CPUs measured (bit-identical there), but the instruction's internal
-      // rounding is not pinned down across vendors: two float32 orders of
-      // the same K exact products differ by at most 2K·2^-24·Σ|terms|.
-      for (int64_t t = 0; t < g.frames_out; ++t)
-        for (int64_t y = 0; y < g.h_out; ++y)
-          for (int64_t x = 0; x < g.w_out; ++x)
-            for (int64_t o = 0; o < g.c_out; ++o) {
-              const std::size_t index = std::size_t(((t * g.h_out + y) * g.w_out + x) * g.c_out + o);
-              auto value = [&](const std::vector<uint8_t>& out) {
-                if (g.bf16_output) {
-                  uint16_t v;
-                  std::memcpy(&v, out.data() + 2 * index, 2);
-                  return double(bf16_to_float(v));
-                }
-                float v;
-                std::memcpy(&v, out.data() + 4 * index, 4);
-                return double(v);
-              };
-              double magnitude;
-              const double exact = p.expected(t, y, x, o, magnitude);
-              double bound = 2 * double(g.kt * g.kh * g.kw * g.c_in + 2) * 0x1p-24 * magnitude;
-              if (g.bf16_output) bound += std::fabs(exact) * 0x1p-7;
-              ASSERT_LE(std::fabs(value(got) - value(want)), bound) << g.name << " at " << t << "," << y << "," << x << "," << o;
-            }
+      // rounding is not pinned down across vendors.
+      expect_within_rounding(p, got, &want);
     }
 }
 
@@ -277,26 +261,8 @@ TEST(ConvAmx, MatchesTheReferenceOnBf16Geometries) {
     Conv3dArgs probe;
     probe.weights = &p.packed;
     ASSERT_TRUE(amx::conv3d_applies(probe)) << "AMX refused (Linux tile permission?)";
-    const std::vector<uint8_t> got = p.run(amx::conv3d), want = p.run(ref::conv3d);
-    for (int64_t i = 0; i < g.frames_out * g.h_out * g.w_out * g.c_out; ++i) {
-      const int64_t o = i % g.c_out, x = (i / g.c_out) % g.w_out, y = (i / (g.c_out * g.w_out)) % g.h_out,
-                    t = i / (g.c_out * g.w_out * g.h_out);
-      auto value = [&](const std::vector<uint8_t>& out) {
-        if (g.bf16_output) {
-          uint16_t v;
-          std::memcpy(&v, out.data() + 2 * i, 2);
-          return double(bf16_to_float(v));
-        }
-        float v;
-        std::memcpy(&v, out.data() + 4 * i, 4);
-        return double(v);
-      };
-      double magnitude;
-      const double exact = p.expected(t, y, x, o, magnitude);
-      double bound = 2 * double(g.kt * g.kh * g.kw * g.c_in + 2) * 0x1p-24 * magnitude;
-      if (g.bf16_output) bound += std::fabs(exact) * 0x1p-7;
-      ASSERT_LE(std::fabs(value(got) - value(want)), bound) << g.name << " at " << t << "," << y << "," << x << "," << o;
-    }
+    const std::vector<uint8_t> want = p.run(ref::conv3d);
+    expect_within_rounding(p, p.run(amx::conv3d), &want);
   }
 }
 

@@ -20,6 +20,7 @@
 // thread count.
 #include <algorithm>
 #include <array>
+#include <type_traits>
 #include <cstring>
 #include <utility>
 
@@ -43,43 +44,17 @@ constexpr int64_t kUnitPositions = 96;
 using MicroKernel = void (*)(const void* x, int64_t x_stride, const void* w, int64_t w_stride, int64_t steps,
                              float* acc, int64_t acc_stride);
 
-// F32: acc[r][z] += x[r·x_stride + s] · w[s·w_stride + 16 z + lane] over s < steps.
-template <int MR, int NZ>
-void micro_f32(const void* xv, int64_t x_stride, const void* wv, int64_t w_stride, int64_t steps, float* acc,
-               int64_t acc_stride) {
-  const auto* x = static_cast<const float*>(xv);
-  const auto* w = static_cast<const float*>(wv);
-  __m512 c[MR][NZ];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int z = 0; z < NZ; ++z) c[r][z] = _mm512_load_ps(acc + r * acc_stride + 16 * z);
-  // Unrolled: the loop's own increments and branch otherwise cost ~15%.
-#pragma GCC unroll 4
-  for (int64_t s = 0; s < steps; ++s) {
-    __m512 wz[NZ];
-#pragma GCC unroll 4
-    for (int z = 0; z < NZ; ++z) wz[z] = _mm512_loadu_ps(w + s * w_stride + 16 * z);
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      const __m512 xb = _mm512_set1_ps(x[r * x_stride + s]);
-#pragma GCC unroll 4
-      for (int z = 0; z < NZ; ++z) c[r][z] = _mm512_fmadd_ps(xb, wz[z], c[r][z]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int z = 0; z < NZ; ++z) _mm512_store_ps(acc + r * acc_stride + 16 * z, c[r][z]);
-}
-
-// BF16: steps are channel pairs; x and w are bf16, w_stride in bf16 elements
-// per pair step (2 · width).
-template <int MR, int NZ>
-void micro_bf16(const void* xv, int64_t x_stride, const void* wv, int64_t w_stride, int64_t steps, float* acc,
-                int64_t acc_stride) {
-  const auto* x = static_cast<const uint16_t*>(xv);
-  const auto* w = static_cast<const uint16_t*>(wv);
+// acc[r][z] (16 output channels per z) over s < steps:
+//   F32:  += x[r·x_stride + s] · w[s·w_stride + 16 z + lane]            (vfmadd)
+//   BF16: steps are channel pairs, x and w bf16, w_stride in bf16 elements
+//         per pair (2 · width): += the pair (x[r·x_stride + 2s], +1) · the
+//         lane's weight pair                                              (vdpbf16ps)
+template <bool Bf16, int MR, int NZ>
+void micro(const void* xv, int64_t x_stride, const void* wv, int64_t w_stride, int64_t steps, float* acc,
+           int64_t acc_stride) {
+  using Element = std::conditional_t<Bf16, uint16_t, float>;
+  const auto* x = static_cast<const Element*>(xv);
+  const auto* w = static_cast<const Element*>(wv);
   __m512 c[MR][NZ];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
@@ -90,14 +65,20 @@ void micro_bf16(const void* xv, int64_t x_stride, const void* wv, int64_t w_stri
   for (int64_t s = 0; s < steps; ++s) {
     __m512i wz[NZ];
 #pragma GCC unroll 4
-    for (int z = 0; z < NZ; ++z) wz[z] = _mm512_loadu_si512(w + s * w_stride + 32 * z);
+    for (int z = 0; z < NZ; ++z) wz[z] = _mm512_loadu_si512(w + s * w_stride + 16 * z * (Bf16 ? 2 : 1));
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      int32_t pair;
-      std::memcpy(&pair, x + r * x_stride + 2 * s, 4);
-      const __m512i xb = _mm512_set1_epi32(pair);
+      if constexpr (Bf16) {
+        int32_t pair;
+        std::memcpy(&pair, x + r * x_stride + 2 * s, 4);
+        const __m512bh xb = (__m512bh)_mm512_set1_epi32(pair);
 #pragma GCC unroll 4
-      for (int z = 0; z < NZ; ++z) c[r][z] = _mm512_dpbf16_ps(c[r][z], (__m512bh)xb, (__m512bh)wz[z]);
+        for (int z = 0; z < NZ; ++z) c[r][z] = _mm512_dpbf16_ps(c[r][z], xb, (__m512bh)wz[z]);
+      } else {
+        const __m512 xb = _mm512_set1_ps(x[r * x_stride + s]);
+#pragma GCC unroll 4
+        for (int z = 0; z < NZ; ++z) c[r][z] = _mm512_fmadd_ps(xb, _mm512_castsi512_ps(wz[z]), c[r][z]);
+      }
     }
   }
 #pragma GCC unroll 16
@@ -108,11 +89,7 @@ void micro_bf16(const void* xv, int64_t x_stride, const void* wv, int64_t w_stri
 
 template <bool Bf16, int NZ, std::size_t... R>
 constexpr std::array<MicroKernel, sizeof...(R)> kernels_for(std::index_sequence<R...>) {
-  if constexpr (Bf16) {
-    return {&micro_bf16<int(R) + 1, NZ>...};
-  } else {
-    return {&micro_f32<int(R) + 1, NZ>...};
-  }
+  return {&micro<Bf16, int(R) + 1, NZ>...};
 }
 template <bool Bf16>
 struct KernelTable {
