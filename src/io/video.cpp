@@ -37,7 +37,7 @@ std::string av_error(int code) {
 // one-line output of the CLI; errors reach the caller as exceptions instead.
 void quiet_ffmpeg_logs() {
   static std::once_flag once;
-  std::call_once(once, [] { av_log_set_level(AV_LOG_ERROR); });
+  std::call_once(once, [] { av_log_set_level(AV_LOG_QUIET); });
 }
 
 struct FreeFrame {

@@ -147,7 +147,12 @@ std::size_t Decoder::working_bytes(int64_t h, int64_t w) const {
     }
   }
   // Head: the norm, the conv output and the pixel frame.
-  return total + 2 * f32_frame_bytes(h, w, up_.back().c_out) + 2 * f32_frame_bytes(h * patch_size_, w * patch_size_, 3);
+  total += 2 * f32_frame_bytes(h, w, up_.back().c_out) + 2 * f32_frame_bytes(h * patch_size_, w * patch_size_, 3);
+  // BF16 on AMX: a convolution copies its (up to three) input frames with
+  // zero borders; the largest inputs are the widest convs at full size.
+  if (conv_out_.layer().input_type() == FrameElement::BF16)
+    total += 3 * f32_frame_bytes(h + 2, w + 18, std::max(up_.back().c_in, up_[up_.size() - 2].c_out)) / 2;
+  return total;
 }
 
 }  // namespace stepmix::vae

@@ -51,7 +51,7 @@ const Geometry kGeometries[] = {
     {"spatial_3x3_pad1", 24, 24, 1, 3, 3, 6, 10, 6, 10, 1, 1, 1, 1, 1, 0, true, false},
     {"spatial_3x3_stride2_pad_after", 32, 32, 1, 3, 3, 8, 12, 4, 6, 2, 0, 0, 1, 1, 0, false, false},
     {"pointwise_1x1x1", 96, 144, 1, 1, 1, 3, 5, 3, 5, 1, 0, 0, 1, 1, 0, true, true},
-    {"wide_row_many_positions", 64, 128, 3, 3, 3, 2, 40, 2, 40, 1, 1, 1, 1, 1, 1, false, false},
+    {"wide_row_many_positions", 48, 80, 3, 3, 3, 2, 40, 2, 40, 1, 1, 1, 1, 1, 1, false, false},
 };
 
 struct Problem {
