@@ -16,7 +16,7 @@ finally unpatchify and the clamp. Convolutions multiply the full kernel
       a seeded normal latent [1, 48, T, h, w] (F32 tensor 'latent')
   peer_vae.py time --dir D --latent F [--repeats N] [--threads 2] [--dtype fp32|bf16]
                    [--compare STEPMIX_PIXELS.f32]
-      decodes N times, prints one JSON line (ms per decode, and with
+      decodes N times, prints one JSON line (wall-clock and CPU ms per decode, and with
       --compare the deviation max|a - b| / max|b| from stepmix's pixels)
 """
 import argparse
@@ -280,13 +280,15 @@ def time_decode(args):
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     decoder = Decoder(read_safetensors(f"{args.dir}/diffusion_pytorch_model.safetensors"), dtype)
     z = read_safetensors(args.latent)["latent"]
-    ms, pixels = [], None
+    ms, cpu_ms, pixels = [], [], None
     with torch.no_grad():
         for _ in range(args.repeats):
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             pixels = decoder.decode(z)
             ms.append((time.perf_counter() - start) * 1e3)
+            cpu_ms.append((time.process_time() - cpu_start) * 1e3)
     result = {"shape": list(z.shape), "dtype": args.dtype, "ms": [round(m, 1) for m in ms],
+              "cpu_ms": [round(m, 1) for m in cpu_ms],
               "torch": torch.__version__, "threads": args.threads}
     if args.compare:
         ours = torch.frombuffer(bytearray(open(args.compare, "rb").read()), dtype=torch.float32).reshape(pixels.shape)

@@ -1,13 +1,17 @@
 // VAE decode benchmark driver, run by bench/run-vae.sh:
 //   bench_vae --vae DIR --latent FILE [--repeats N] [--activations f32|bf16] [--pixels OUT.f32]
 // Loads the decoder once, decodes the F32 tensor 'latent' N times and prints
-// one JSON line: wall-clock ms of each decode, the multiply-accumulates the
+// one JSON line: wall-clock ms of each decode and the CPU time it took (all
+// threads; on a shared machine the wall clock also counts the neighbours'
+// share of the cores, CPU time does not), the multiply-accumulates the
 // convolutions executed (taps on zero frames and padding skipped) and what
 // the full kernels amount to (what an implementation that multiplies the
 // zeros computes), and the peak resident memory of the decodes alone (the
 // high-water mark is reset after loading, Linux clear_refs). --pixels writes
 // the last decode's [1, 3, F, H, W] float32 values raw, for the peer to
 // compare.
+#include <time.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -23,7 +27,7 @@
 
 namespace {
 
-std::atomic<double> g_macs{0}, g_full_macs{0};
+std::atomic<double> g_macs{0}, g_full_macs{0}, g_conv_seconds{0};
 stepmix::kernels::Conv3dFunction g_inner = nullptr;
 
 void add(std::atomic<double>& a, double v) {
@@ -38,7 +42,9 @@ void counting_conv3d(const stepmix::kernels::Conv3dArgs& args) {
   const auto& w = *args.weights;
   add(g_full_macs, double(args.frames_out) * double(args.h_out * args.w_out) * double(w.taps()) * double(w.c_in) *
                        double(w.c_out));
+  const auto start = std::chrono::steady_clock::now();
   g_inner(args);
+  add(g_conv_seconds, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 long status_kib(const char* key) {
@@ -47,6 +53,12 @@ long status_kib(const char* key) {
   while (std::getline(status, line))
     if (line.rfind(key, 0) == 0) return std::atol(line.c_str() + std::strlen(key));
   return -1;
+}
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
 double load_average() {
@@ -94,15 +106,17 @@ int main(int argc, char** argv) {
     stepmix::kernels::override_active_conv3d(counting_conv3d);
     std::ofstream("/proc/self/clear_refs") << "5";  // reset the RSS high-water mark
     const long rss_before = status_kib("VmRSS:");
-    std::vector<double> ms;
+    std::vector<double> ms, cpu_ms;
     std::vector<float> pixels;
-    double macs = 0, full_macs = 0;
+    double macs = 0, full_macs = 0, conv_ms = 0;
     const double load = load_average();
     for (int r = 0; r < repeats; ++r) {
       g_macs = 0;
       g_full_macs = 0;
+      g_conv_seconds = 0;
       std::vector<float> last;
       const auto start = std::chrono::steady_clock::now();
+      const double cpu_start = process_cpu_seconds();
       int64_t frames = 0, height = 0, width = 0;
       vae.decode(values.data(), shape, [&](int64_t t, const stepmix::vae::Frame& rgb) {
         frames = t + 1;
@@ -111,8 +125,10 @@ int main(int argc, char** argv) {
         if (!pixels_out.empty() && r == repeats - 1) last.insert(last.end(), rgb.f32.begin(), rgb.f32.end());
       });
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      cpu_ms.push_back(1e3 * (process_cpu_seconds() - cpu_start));
       macs = g_macs;
       full_macs = g_full_macs;
+      conv_ms = 1e3 * g_conv_seconds;
       if (!last.empty()) {
         // Channels-last frames -> [1, 3, F, H, W].
         pixels.assign(last.size(), 0.0f);
@@ -126,12 +142,15 @@ int main(int argc, char** argv) {
     if (!pixels_out.empty())
       std::ofstream(pixels_out, std::ios::binary).write(reinterpret_cast<const char*>(pixels.data()),
                                                         std::streamsize(pixels.size() * sizeof(float)));
-    std::printf("{\"shape\": [%lld, %lld, %lld, %lld, %lld], \"activations\": \"%s\", \"ms\": [", (long long)shape[0],
-                (long long)shape[1], (long long)shape[2], (long long)shape[3], (long long)shape[4], activations.c_str());
+    std::printf("{\"shape\": [%lld, %lld, %lld, %lld, %lld], \"activations\": \"%s\", \"kernels\": \"%s\", \"ms\": [",
+                (long long)shape[0], (long long)shape[1], (long long)shape[2], (long long)shape[3], (long long)shape[4],
+                activations.c_str(), stepmix::kernels::active_kernels().name);
     for (std::size_t i = 0; i < ms.size(); ++i) std::printf("%s%.1f", i ? ", " : "", ms[i]);
-    std::printf("], \"macs\": %.6g, \"full_kernel_macs\": %.6g, \"load_s\": %.1f, \"rss_after_load_mib\": %.1f, "
+    std::printf("], \"cpu_ms\": [");
+    for (std::size_t i = 0; i < cpu_ms.size(); ++i) std::printf("%s%.1f", i ? ", " : "", cpu_ms[i]);
+    std::printf("], \"conv_ms\": %.1f, \"macs\": %.6g, \"full_kernel_macs\": %.6g, \"load_s\": %.1f, \"rss_after_load_mib\": %.1f, "
                 "\"peak_rss_during_decode_mib\": %.1f, \"estimate_mib\": %.1f, \"load_average\": %.2f}\n",
-                macs, full_macs, load_s, rss_before / 1024.0, hwm / 1024.0, double(estimate.total()) / (1 << 20), load);
+                conv_ms, macs, full_macs, load_s, rss_before / 1024.0, hwm / 1024.0, double(estimate.total()) / (1 << 20), load);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_vae: %s\n", e.what());
     return 2;

@@ -88,17 +88,19 @@ void Decoder::push_up(std::size_t i, Frame&& x, const std::function<void(Frame&&
   }
   b.seen_first = true;
   for (std::size_t k = 0; k < frames.size(); ++k) {
-    Frame up = upsample_nearest2(frames[k]);
-    frames[k] = Frame{};
-    const Frame shortcut = duplicate_up(x, b.c_out, ft, 2, offsets[k]);
     Frame out;
-    if (tap && *tap) {
-      out = conv_frame(b.up_conv, convert_frame(std::move(up), b.up_conv.input_type()), 1, 1, 1, 2 * x.h, 2 * x.w);
-      tap_frame(tap, prefix + ".upsampler", out);
-      add_in_place(out, shortcut);
-    } else {
-      out = conv_frame(b.up_conv, convert_frame(std::move(up), b.up_conv.input_type()), 1, 1, 1, 2 * x.h, 2 * x.w,
-                       &shortcut);
+    {  // the nearest copy and the shortcut are gone before the next block runs
+      Frame up = upsample_nearest2(frames[k]);
+      frames[k] = Frame{};
+      const Frame shortcut = duplicate_up(x, b.c_out, ft, 2, offsets[k]);
+      if (tap && *tap) {
+        out = conv_frame(b.up_conv, convert_frame(std::move(up), b.up_conv.input_type()), 1, 1, 1, 2 * x.h, 2 * x.w);
+        tap_frame(tap, prefix + ".upsampler", out);
+        add_in_place(out, shortcut);
+      } else {
+        out = conv_frame(b.up_conv, convert_frame(std::move(up), b.up_conv.input_type()), 1, 1, 1, 2 * x.h, 2 * x.w,
+                         &shortcut);
+      }
     }
     tap_frame(tap, prefix, out);
     push_up(i + 1, std::move(out), emit, tap);
@@ -112,47 +114,55 @@ void Decoder::head(Frame&& x, const std::function<void(Frame&&)>& emit, const Fr
   emit(unpatchify_clamped(y, patch_size_));
 }
 
-std::size_t Decoder::history_bytes(int64_t h, int64_t w) const {
-  std::size_t total = conv_in_.history_bytes(h, w);
+std::size_t Decoder::history_bytes(int64_t h, int64_t w, int64_t latent_frames) const {
+  int64_t n = latent_frames;  // frames every conv of the current level has seen
+  std::size_t total = conv_in_.history_bytes(h, w, n);
   for (const ResidualBlock* r : {&mid_.resnet0, &mid_.resnet1})
-    total += r->conv1.history_bytes(h, w) + r->conv2.history_bytes(h, w);
+    total += r->conv1.history_bytes(h, w, n) + r->conv2.history_bytes(h, w, n);
   for (const UpBlock& b : up_) {
-    for (const ResidualBlock& r : b.resnets) total += r.conv1.history_bytes(h, w) + r.conv2.history_bytes(h, w);
-    if (b.temporal) total += b.time_conv.history_bytes(h, w);
+    for (const ResidualBlock& r : b.resnets) total += r.conv1.history_bytes(h, w, n) + r.conv2.history_bytes(h, w, n);
+    if (b.temporal) {
+      total += b.time_conv.history_bytes(h, w, n - 1);  // frame 0 never enters it
+      n = 2 * n - 1;
+    }
     if (b.upsample) {
       h *= 2;
       w *= 2;
     }
   }
-  return total + conv_out_.history_bytes(h, w);
+  return total + conv_out_.history_bytes(h, w, n);
 }
 
 std::size_t Decoder::working_bytes(int64_t h, int64_t w) const {
-  // Mid block: a residual block's input, shortcut, two norms and two conv
-  // outputs, and the attention's q, k, vᵀ, qkv (3C), its output and a
-  // 256-query block of scores.
+  // While a frame travels down the up blocks, each block above it holds its
+  // input (the shortcut's source) and, when temporal, the later of its two
+  // frames; the step running at that moment adds its own frames: a residual
+  // block's input, shortcut, norm and two conv outputs (five frames of its
+  // wider width), or an up-sampling's nearest copy, conv output and
+  // shortcut at twice the size (plus both time-conv outputs).
   const int64_t c0 = up_.front().c_in, p = h * w;
-  std::size_t total = 6 * f32_frame_bytes(h, w, c0) + std::size_t(7 * p * c0 + 256 * p) * sizeof(float);
-  // Each up block holds its input (for the shortcut) and a pending output
-  // frame while the next block runs; its own peak is six frames of its wider
-  // width at its input size plus the up-sampled frame, the conv output and
-  // the shortcut at twice the size (four for the time conv's two outputs).
+  std::size_t held = 0;
+  std::size_t peak = 5 * f32_frame_bytes(h, w, c0) + std::size_t(7 * p * c0 + 256 * p) * sizeof(float);
   for (const UpBlock& b : up_) {
-    const int64_t c = std::max(b.c_in, b.c_out);
-    total += 6 * f32_frame_bytes(h, w, c);
+    std::size_t step = 5 * f32_frame_bytes(h, w, std::max(b.c_in, b.c_out));
+    if (b.upsample)
+      step = std::max(step, f32_frame_bytes(h, w, b.c_in) + 3 * f32_frame_bytes(2 * h, 2 * w, b.c_out) +
+                                (b.temporal ? 2 * f32_frame_bytes(h, w, 2 * b.c_out) : 0));
+    peak = std::max(peak, held + step);
+    held += f32_frame_bytes(h, w, b.c_in) + (b.temporal ? f32_frame_bytes(h, w, b.c_out) : 0);
     if (b.upsample) {
-      total += 4 * f32_frame_bytes(2 * h, 2 * w, b.c_out) + (b.temporal ? 2 * f32_frame_bytes(h, w, 2 * b.c_out) : 0);
       h *= 2;
       w *= 2;
     }
   }
-  // Head: the norm, the conv output and the pixel frame.
-  total += 2 * f32_frame_bytes(h, w, up_.back().c_out) + 2 * f32_frame_bytes(h * patch_size_, w * patch_size_, 3);
+  // Head: its input, the norm, the conv output and the pixel frame.
+  peak = std::max(peak, held + 2 * f32_frame_bytes(h, w, up_.back().c_out) + f32_frame_bytes(h, w, conv_out_.layer().c_out()) +
+                            f32_frame_bytes(h * patch_size_, w * patch_size_, 3));
   // BF16 on AMX: a convolution copies its (up to three) input frames with
   // zero borders; the largest inputs are the widest convs at full size.
   if (conv_out_.layer().input_type() == FrameElement::BF16)
-    total += 3 * f32_frame_bytes(h + 2, w + 18, std::max(up_.back().c_in, up_[up_.size() - 2].c_out)) / 2;
-  return total;
+    peak += 3 * f32_frame_bytes(h + 2, w + 18, std::max(up_.back().c_in, up_[up_.size() - 2].c_out)) / 2;
+  return peak;
 }
 
 }  // namespace stepmix::vae

@@ -28,10 +28,10 @@ class Decoder {
   // new clip.
   void push(const Frame& z, const std::function<void(Frame&&)>& emit, const FrameTap* tap = nullptr);
 
-  // Bytes of every causal history for latent frames of h × w (reached after
-  // the second latent frame and constant from then on), and an upper bound of
-  // the frames alive at once while one latent frame is decoded.
-  std::size_t history_bytes(int64_t h, int64_t w) const;
+  // Bytes of every causal history after `latent_frames` frames of h × w
+  // (constant from the third latent frame on), and a bound of the frames
+  // alive at once while one latent frame is decoded.
+  std::size_t history_bytes(int64_t h, int64_t w, int64_t latent_frames) const;
   std::size_t working_bytes(int64_t h, int64_t w) const;
 
  private:

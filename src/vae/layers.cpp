@@ -105,9 +105,10 @@ Frame CausalConv::step(Frame x, const Frame* residual) {
   return y;
 }
 
-std::size_t CausalConv::history_bytes(int64_t h, int64_t w) const {
+std::size_t CausalConv::history_bytes(int64_t h, int64_t w, int64_t frames) const {
   const std::size_t element = layer_.input_type() == FrameElement::BF16 ? 2 : 4;
-  return std::size_t(layer_.weights->kt - 1) * std::size_t(h * w * layer_.c_in()) * element;
+  const int64_t kept = std::clamp<int64_t>(frames, 0, layer_.weights->kt - 1);
+  return std::size_t(kept) * std::size_t(h * w * layer_.c_in()) * element;
 }
 
 Frame rms_norm(const Frame& x, const std::vector<float>& gamma, bool silu, FrameElement out_type) {

@@ -56,8 +56,9 @@ class CausalConv {
   // x [h][w][c_in] -> [h][w][c_out] float32 (+ residual). x, converted to the
   // conv's input type, is kept as history.
   Frame step(Frame x, const Frame* residual = nullptr);
-  // Bytes of the history for frames of h × w (what a long clip keeps).
-  std::size_t history_bytes(int64_t h, int64_t w) const;
+  // Bytes of the history for frames of h × w once it has seen `frames`
+  // input frames (at most kt − 1 are kept).
+  std::size_t history_bytes(int64_t h, int64_t w, int64_t frames = 2) const;
 
  private:
   ConvLayer layer_;

@@ -174,7 +174,7 @@ EncodeResult WanVae::encode_image(const Image8& rgb, const RunOptions& options) 
 MemoryEstimate WanVae::estimate_decode(int64_t latent_frames, int64_t h, int64_t w, bool collect_output) const {
   MemoryEstimate e;
   e.weights = decoder_weight_bytes_;
-  e.histories = decoder_.history_bytes(h, w);
+  e.histories = decoder_.history_bytes(h, w, latent_frames);
   e.working = decoder_.working_bytes(h, w);
   const int64_t sf = config_.spatial_factor();
   if (collect_output)

@@ -44,7 +44,7 @@ struct VaeOptions {
 
 struct MemoryEstimate {
   std::size_t weights = 0;   // packed weights of the half that runs
-  std::size_t histories = 0; // causal histories (constant after two latent frames)
+  std::size_t histories = 0; // causal histories (constant from the third latent frame on)
   std::size_t working = 0;   // frames in flight while one latent frame is processed
   std::size_t output = 0;    // a collected output tensor, when the caller collects one
   std::size_t total() const { return weights + histories + working + output; }

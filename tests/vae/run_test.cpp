@@ -95,10 +95,11 @@ TEST(VaeEncode, RefusesFrameCountsSizesAndValuesItCannotEncode) {
 
 TEST(VaeMemory, StreamingDecodeNeedsTheSameMemoryForAnyLength) {
   const vae::WanVae& model = golden_vae();
-  const vae::MemoryEstimate one = model.estimate_decode(1, 45, 80, false);
+  const vae::MemoryEstimate image = model.estimate_decode(1, 45, 80, false);
+  const vae::MemoryEstimate one = model.estimate_decode(3, 45, 80, false);
   const vae::MemoryEstimate long_clip = model.estimate_decode(48, 45, 80, false);
-  EXPECT_EQ(one.total(), long_clip.total());
-  EXPECT_GT(one.histories, 0u);
+  EXPECT_EQ(one.total(), long_clip.total());  // histories full from the third latent frame
+  EXPECT_LT(image.histories, one.histories);  // an image fills one frame of each
   EXPECT_GT(one.weights, 0u);
   // Collecting the clip adds its pixels: 3 · 189 · 720 · 1280 float32.
   EXPECT_EQ(model.estimate_decode(48, 45, 80, true).output, std::size_t(3) * 189 * 720 * 1280 * 4);
@@ -109,23 +110,27 @@ TEST(VaeMemory, StreamingDecodeNeedsTheSameMemoryForAnyLength) {
 }
 
 TEST(VaeMemory, HistoriesMatchWhatAClipKeeps) {
-  // Every 3x3x3 conv keeps two input frames: for the tiny decoder at a 3x5
-  // latent that is the sum over its convs of 2 · c_in · h · w floats.
+  // Every 3x3x3 conv keeps its last two input frames (one after an image;
+  // the time convs, which never see frame 0, none): for the tiny decoder at
+  // a 3x5 latent the sum over its convs of frames · c_in · h · w floats.
   const vae::WanVae& model = golden_vae();
   const int64_t h = 3, w = 5;
-  std::size_t expected = 2 * 48 * h * w;            // conv_in
-  expected += 4 * 2 * 48 * h * w;                   // mid block: 2 blocks × 2 convs
-  const int64_t widths[4][2] = {{48, 48}, {48, 48}, {48, 24}, {24, 12}};
-  int64_t s = 1;
-  for (int i = 0; i < 4; ++i) {
-    const int64_t in = widths[i][0], out = widths[i][1];
-    expected += 2 * (in + out) * h * w * s * s;        // resnet 0: conv1 (in), conv2 (out)
-    expected += 2 * (2 * out) * h * w * s * s;         // resnet 1: conv1, conv2 (out)
-    if (i < 2) expected += 2 * out * h * w * s * s;    // time conv
-    if (i < 3) s *= 2;
+  for (const int64_t frames : {2, 1}) {  // three or more latent frames, one
+    const int64_t time_frames = frames == 2 ? 2 : 0;
+    std::size_t expected = frames * 48 * h * w;        // conv_in
+    expected += 4 * frames * 48 * h * w;               // mid block: 2 blocks × 2 convs
+    const int64_t widths[4][2] = {{48, 48}, {48, 48}, {48, 24}, {24, 12}};
+    int64_t s = 1;
+    for (int i = 0; i < 4; ++i) {
+      const int64_t in = widths[i][0], out = widths[i][1];
+      expected += frames * (in + out) * h * w * s * s;        // resnet 0: conv1 (in), conv2 (out)
+      expected += frames * (2 * out) * h * w * s * s;         // resnet 1: conv1, conv2 (out)
+      if (i < 2) expected += time_frames * out * h * w * s * s;  // time conv
+      if (i < 3) s *= 2;
+    }
+    expected += frames * 12 * h * w * s * s;  // conv_out
+    EXPECT_EQ(model.estimate_decode(frames == 2 ? 3 : 1, h, w, false).histories, expected * sizeof(float)) << frames;
   }
-  expected += 2 * 12 * h * w * s * s;  // conv_out
-  EXPECT_EQ(model.estimate_decode(1, h, w, false).histories, expected * sizeof(float));
 }
 
 // --activations bf16: every convolution on bf16 operands with float32 sums.
