@@ -16,13 +16,16 @@
 // taps that read rows outside the input are skipped as in the other kernels,
 // and so are null (zero) frames.
 //
-// Work unit: (output frame, output row, 64-channel weight block). Per pair of
-// position tiles × pair of output tiles the four accumulators stay in tiles
-// for the whole K (taps, then channels in steps of 32), then go through the
-// float32 epilogue (bias, residual, output type). Each sum is made by one
-// thread in a fixed order, so results do not depend on the thread count; the
-// order inside a tile multiply is the hardware's, so they differ from the
-// reference by float32 rounding only (tests/kernels/conv_kernels_test.cpp).
+// Work unit: (output frame, a group of output rows, 64-channel weight
+// block). K runs in (tap, 256-channel chunk) order; for each chunk, whose
+// weight tiles then stay in L1, every pair of position tiles × pair of output
+// tiles loads its four accumulators from a per-thread buffer, runs the
+// chunk's 32-channel steps and stores them back (float32, exact). After the
+// last chunk every tile goes through the float32 epilogue (bias, residual,
+// output type). Each sum is made by one thread in a fixed order, so results
+// do not depend on the thread count; the order inside a tile multiply is the
+// hardware's, so they differ from the reference by float32 rounding only
+// (tests/kernels/conv_kernels_test.cpp).
 //
 // Where AMX cannot run (CPU, or Linux refused the tile state), for F32
 // arithmetic and for c_in not a multiple of 32, the AVX-512 kernel runs.
@@ -82,88 +85,118 @@ PaddedFrames pad_inputs(const Conv3dArgs& g, ThreadPool& pool) {
   return p;
 }
 
-// C tiles (i, j) = tmm(2i + j), i < MT position tiles, j < NT output tiles;
-// A tiles tmm4, tmm5; B tiles tmm6, tmm7. Tile numbers must be literals.
+// A run of up to 16 consecutive output positions of one row: one A tile.
+struct PositionTile {
+  int64_t y, x0, count;
+};
+
+// Accumulators of (position tile i, output tile j) live in `sums` as 1 KiB
+// blocks [16 positions][16 channels] and are loaded into tmm(2i + j) for a
+// chunk of K; A tiles tmm4, tmm5, B tiles tmm6, tmm7. Tile numbers must be
+// literals, hence one instantiation per (MT, NT).
 template <int MT, int NT>
-void tile_sums(const Conv3dArgs& g, const PaddedFrames& pad, int64_t t, int64_t y, int64_t x0, const uint16_t* block,
-               int64_t width, int64_t n0, float* out) {
+void chunk_sums(const uint16_t* const a[2], int64_t a_stride, const uint16_t* const b[2], int64_t b_stride,
+                int64_t b_step, int64_t steps, float* const c[4]) {
+  _tile_loadd(0, c[0], 64);
+  if constexpr (NT == 2) _tile_loadd(1, c[1], 64);
+  if constexpr (MT == 2) _tile_loadd(2, c[2], 64);
+  if constexpr (MT == 2 && NT == 2) _tile_loadd(3, c[3], 64);
+  for (int64_t s = 0; s < steps; ++s) {
+    _tile_loadd(4, a[0] + s * kStepK, a_stride);
+    if constexpr (MT == 2) _tile_loadd(5, a[1] + s * kStepK, a_stride);
+    _tile_loadd(6, b[0] + s * b_step, b_stride);
+    if constexpr (NT == 2) _tile_loadd(7, b[1] + s * b_step, b_stride);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (NT == 2) _tile_dpbf16ps(1, 4, 7);
+    if constexpr (MT == 2) _tile_dpbf16ps(2, 5, 6);
+    if constexpr (MT == 2 && NT == 2) _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c[0], 64);
+  if constexpr (NT == 2) _tile_stored(1, c[1], 64);
+  if constexpr (MT == 2) _tile_stored(2, c[2], 64);
+  if constexpr (MT == 2 && NT == 2) _tile_stored(3, c[3], 64);
+}
+
+using ChunkSums = void (*)(const uint16_t* const[2], int64_t, const uint16_t* const[2], int64_t, int64_t, int64_t,
+                           float* const[4]);
+constexpr ChunkSums kChunkSums[2][2] = {{chunk_sums<1, 1>, chunk_sums<1, 2>}, {chunk_sums<2, 1>, chunk_sums<2, 2>}};
+
+// Input channels per chunk: the chunk's B tiles for a whole block (8 steps ×
+// 4 tiles × 1 KiB) stay in L1 while every position tile of the unit uses them.
+constexpr int64_t kChunkChannels = 256;
+
+void epilogue(const Conv3dArgs& g, int64_t t, const PositionTile& tile, int64_t o0, const float* sums) {
   const ConvWeights& w = *g.weights;
+  const float* residual = g.residual_frames ? g.residual_frames[t] : nullptr;
+  const __mmask16 mask = tail_mask16(std::min<int64_t>(16, w.c_out - o0));
+  const __m512 bias = _mm512_maskz_loadu_ps(mask, w.bias.data() + o0);
+  for (int64_t p = 0; p < tile.count; ++p) {
+    const int64_t out = (tile.y * g.w_out + tile.x0 + p) * w.c_out + o0;
+    __m512 v = _mm512_add_round_ps(_mm512_load_ps(sums + p * 16), bias, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (residual)
+      v = _mm512_add_round_ps(v, _mm512_maskz_loadu_ps(mask, residual + out), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (g.y_type == FrameElement::F32) {
+      _mm512_mask_storeu_ps(static_cast<float*>(g.y_frames[t]) + out, mask, v);
+    } else {
+      _mm256_mask_storeu_epi16(static_cast<uint16_t*>(g.y_frames[t]) + out, mask, avx512::f32_to_bf16_rne(v));
+    }
+  }
+}
+
+// Output rows [y0, y1) of frame t, one weight block: every position tile of
+// those rows against every output tile of the block, K in (tap, chunk) order.
+void run_unit(const Conv3dArgs& g, const PaddedFrames& pad, int64_t t, int64_t y0, int64_t y1, int64_t block) {
+  const ConvWeights& w = *g.weights;
+  const int64_t width = w.block_width(block), o_begin = block * kConvBlock, ntiles = width / kTile;
   const int64_t c_in = w.c_in, pairs = c_in / 2;
+  const uint16_t* packed = w.bf16.data() + w.block_offset(block);
+  std::vector<PositionTile> tiles;
+  for (int64_t y = y0; y < y1; ++y)
+    for (int64_t x0 = 0; x0 < g.w_out; x0 += kTile) tiles.push_back({y, x0, std::min(kTile, g.w_out - x0)});
+  thread_local AlignedScratch scratch;
+  float* sums = scratch.get<float>(std::size_t(tiles.size() * ntiles * 256));
+  std::memset(sums, 0, tiles.size() * std::size_t(ntiles) * 256 * sizeof(float));
+  auto sum_block = [&](std::size_t tile, int64_t n) { return sums + (tile * std::size_t(ntiles) + std::size_t(n)) * 256; };
   const int64_t a_stride = g.stride_w * c_in * 2, b_stride = width * 4;
-  _tile_zero(0);
-  if constexpr (NT == 2) _tile_zero(1);
-  if constexpr (MT == 2) _tile_zero(2);
-  if constexpr (MT == 2 && NT == 2) _tile_zero(3);
+  std::vector<std::size_t> valid;
   for (int a = 0; a < w.kt; ++a) {
     const uint16_t* frame = pad.of_input[std::size_t(t * g.stride_t + a)];
     if (!frame) continue;
     for (int b = 0; b < w.kh; ++b) {
-      const int64_t iy = y * g.stride_h + b - g.pad_top;
-      if (iy < 0 || iy >= g.h_in) continue;
+      // Position tiles whose input row of this tap row is inside the input.
+      valid.clear();
+      for (std::size_t i = 0; i < tiles.size(); ++i) {
+        const int64_t iy = tiles[i].y * g.stride_h + b - g.pad_top;
+        if (iy >= 0 && iy < g.h_in) valid.push_back(i);
+      }
       for (int c = 0; c < w.kw; ++c) {
         const int tap = (a * w.kh + b) * w.kw + c;
-        const uint16_t* x = frame + ((y * g.stride_h + b) * pad.columns + x0 * g.stride_w + c) * c_in;
-        const uint16_t* wt = block + (int64_t(tap) * pairs * width + n0) * 2;
-        for (int64_t k0 = 0; k0 < c_in; k0 += kStepK) {
-          _tile_loadd(4, x + k0, a_stride);
-          if constexpr (MT == 2) _tile_loadd(5, x + kTile * g.stride_w * c_in + k0, a_stride);
-          _tile_loadd(6, wt + (k0 / 2) * width * 2, b_stride);
-          if constexpr (NT == 2) _tile_loadd(7, wt + (k0 / 2) * width * 2 + 2 * kTile, b_stride);
-          _tile_dpbf16ps(0, 4, 6);
-          if constexpr (NT == 2) _tile_dpbf16ps(1, 4, 7);
-          if constexpr (MT == 2) _tile_dpbf16ps(2, 5, 6);
-          if constexpr (MT == 2 && NT == 2) _tile_dpbf16ps(3, 5, 7);
+        for (int64_t k0 = 0; k0 < c_in; k0 += kChunkChannels) {
+          const int64_t steps = (std::min(c_in, k0 + kChunkChannels) - k0) / kStepK;
+          const uint16_t* wt = packed + (int64_t(tap) * pairs + k0 / 2) * width * 2;
+          for (std::size_t v = 0; v < valid.size(); v += 2) {
+            const int mt = v + 1 < valid.size() ? 2 : 1;
+            const uint16_t* a_rows[2];
+            for (int i = 0; i < mt; ++i) {
+              const PositionTile& pt = tiles[valid[v + std::size_t(i)]];
+              a_rows[i] = frame + ((pt.y * g.stride_h + b) * pad.columns + pt.x0 * g.stride_w + c) * c_in + k0;
+            }
+            for (int64_t n = 0; n < ntiles; n += 2) {
+              const int nt = n + 1 < ntiles ? 2 : 1;
+              const uint16_t* b_rows[2] = {wt + n * kTile * 2, wt + (n + 1) * kTile * 2};
+              float* c_blocks[4] = {sum_block(valid[v], n), sum_block(valid[v], n + nt - 1),
+                                    sum_block(valid[v + std::size_t(mt) - 1], n),
+                                    sum_block(valid[v + std::size_t(mt) - 1], n + nt - 1)};
+              kChunkSums[mt - 1][nt - 1](a_rows, a_stride, b_rows, b_stride, kStepK / 2 * width * 2, steps, c_blocks);
+            }
+          }
         }
       }
     }
   }
-  // out: [32 positions][32 channels] floats, 128 bytes per position.
-  _tile_stored(0, out, 128);
-  if constexpr (NT == 2) _tile_stored(1, out + kTile, 128);
-  if constexpr (MT == 2) _tile_stored(2, out + kTile * 32, 128);
-  if constexpr (MT == 2 && NT == 2) _tile_stored(3, out + kTile * 32 + kTile, 128);
-}
-
-void epilogue(const Conv3dArgs& g, int64_t t, int64_t y, int64_t x0, int64_t positions, int64_t o0, int64_t channels,
-              const float* sums) {
-  const ConvWeights& w = *g.weights;
-  const float* residual = g.residual_frames ? g.residual_frames[t] : nullptr;
-  for (int64_t z = 0; z < channels; z += 16) {
-    const __mmask16 mask = tail_mask16(std::min<int64_t>(16, w.c_out - o0 - z));
-    const __m512 bias = _mm512_maskz_loadu_ps(mask, w.bias.data() + o0 + z);
-    for (int64_t p = 0; p < positions; ++p) {
-      const int64_t out = (y * g.w_out + x0 + p) * w.c_out + o0 + z;
-      __m512 v = _mm512_add_round_ps(_mm512_loadu_ps(sums + p * 32 + z), bias, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      if (residual)
-        v = _mm512_add_round_ps(v, _mm512_maskz_loadu_ps(mask, residual + out), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      if (g.y_type == FrameElement::F32) {
-        _mm512_mask_storeu_ps(static_cast<float*>(g.y_frames[t]) + out, mask, v);
-      } else {
-        _mm256_mask_storeu_epi16(static_cast<uint16_t*>(g.y_frames[t]) + out, mask, avx512::f32_to_bf16_rne(v));
-      }
-    }
-  }
-}
-
-void run_unit(const Conv3dArgs& g, const PaddedFrames& pad, int64_t t, int64_t y, int64_t block) {
-  const ConvWeights& w = *g.weights;
-  const int64_t width = w.block_width(block), o_begin = block * kConvBlock;
-  const uint16_t* packed = w.bf16.data() + w.block_offset(block);
-  thread_local AlignedScratch scratch;
-  float* sums = scratch.get<float>(32 * 32);
-  for (int64_t x0 = 0; x0 < g.w_out; x0 += 2 * kTile) {
-    const int64_t positions = std::min<int64_t>(2 * kTile, g.w_out - x0);
-    const bool two_m = positions > kTile;
-    for (int64_t n0 = 0; n0 < width; n0 += 2 * kTile) {
-      const bool two_n = width - n0 > kTile;
-      if (two_m && two_n) tile_sums<2, 2>(g, pad, t, y, x0, packed, width, n0, sums);
-      else if (two_m) tile_sums<2, 1>(g, pad, t, y, x0, packed, width, n0, sums);
-      else if (two_n) tile_sums<1, 2>(g, pad, t, y, x0, packed, width, n0, sums);
-      else tile_sums<1, 1>(g, pad, t, y, x0, packed, width, n0, sums);
-      const int64_t channels = std::min<int64_t>(two_n ? 2 * kTile : kTile, w.c_out - o_begin - n0);
-      if (channels > 0) epilogue(g, t, y, x0, positions, o_begin + n0, channels, sums);
-    }
-  }
+  for (std::size_t i = 0; i < tiles.size(); ++i)
+    for (int64_t n = 0; n < ntiles; ++n)
+      if (o_begin + n * kTile < w.c_out) epilogue(g, t, tiles[i], o_begin + n * kTile, sum_block(i, n));
 }
 
 }  // namespace
@@ -178,11 +211,16 @@ void conv3d(const Conv3dArgs& g) {
   ThreadPool& pool = ThreadPool::global();
   const PaddedFrames pad = pad_inputs(g, pool);
   const int64_t blocks = g.weights->blocks();
-  const int64_t units = g.frames_out * g.h_out * blocks;
-  pool.parallel_for(units, [&](int64_t u) {
+  // Rows per unit: enough positions to reuse each chunk of weights many
+  // times, but a few units per thread.
+  int64_t rows = std::clamp<int64_t>((8 * kTile + g.w_out - 1) / g.w_out, 1, g.h_out);
+  while (rows > 1 && g.frames_out * ((g.h_out + rows - 1) / rows) * blocks < 4 * int64_t(pool.size())) rows = (rows + 1) / 2;
+  const int64_t groups = (g.h_out + rows - 1) / rows;
+  pool.parallel_for(g.frames_out * groups * blocks, [&](int64_t u) {
+    const int64_t block = u % blocks, group = (u / blocks) % groups, t = u / (blocks * groups);
     // Tile state is per thread: configured for each unit, released after.
     _tile_loadconfig(&kTileConfig);
-    run_unit(g, pad, u / (g.h_out * blocks), (u / blocks) % g.h_out, u % blocks);
+    run_unit(g, pad, t, group * rows, std::min(g.h_out, (group + 1) * rows), block);
     _tile_release();
   });
 }
