@@ -1,7 +1,8 @@
-// The convolution variant that goes with the active kernel set.
+// The VAE kernel variants that go with the active kernel set.
 #include <atomic>
 #include <cstring>
 
+#include "kernels/channel_norm_kernels.hpp"
 #include "kernels/conv_kernels.hpp"
 
 namespace stepmix::kernels {
@@ -23,5 +24,11 @@ Conv3dFunction active_conv3d() {
 }
 
 void override_active_conv3d(Conv3dFunction f) { g_override.store(f, std::memory_order_relaxed); }
+
+ChannelNormFunction active_channel_rms_norm() {
+  static const ChannelNormFunction chosen =
+      std::strcmp(active_kernels().name, "ref") == 0 ? ref::channel_rms_norm : avx512::channel_rms_norm;
+  return chosen;
+}
 
 }  // namespace stepmix::kernels

@@ -90,16 +90,15 @@ void Decoder::push_up(std::size_t i, Frame&& x, const std::function<void(Frame&&
   for (std::size_t k = 0; k < frames.size(); ++k) {
     Frame out;
     {  // the nearest copy and the shortcut are gone before the next block runs
-      Frame up = upsample_nearest2(frames[k]);
+      const Frame up = upsample_nearest2(frames[k], b.up_conv.input_type());
       frames[k] = Frame{};
       const Frame shortcut = duplicate_up(x, b.c_out, ft, 2, offsets[k]);
       if (tap && *tap) {
-        out = conv_frame(b.up_conv, convert_frame(std::move(up), b.up_conv.input_type()), 1, 1, 1, 2 * x.h, 2 * x.w);
+        out = conv_frame(b.up_conv, up, 1, 1, 1, 2 * x.h, 2 * x.w);
         tap_frame(tap, prefix + ".upsampler", out);
         add_in_place(out, shortcut);
       } else {
-        out = conv_frame(b.up_conv, convert_frame(std::move(up), b.up_conv.input_type()), 1, 1, 1, 2 * x.h, 2 * x.w,
-                         &shortcut);
+        out = conv_frame(b.up_conv, up, 1, 1, 1, 2 * x.h, 2 * x.w, &shortcut);
       }
     }
     tap_frame(tap, prefix, out);

@@ -6,6 +6,7 @@
 
 #include "core/numerics.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/channel_norm_kernels.hpp"
 #include "kernels/linear_kernels.hpp"
 #include "stepmix/error.hpp"
 
@@ -57,10 +58,14 @@ Frame convert_frame(Frame x, FrameElement type) {
   const int64_t n = x.size();
   if (type == FrameElement::BF16) {
     out.bf16.resize(std::size_t(n));
-    for (int64_t i = 0; i < n; ++i) out.bf16[std::size_t(i)] = float_to_bf16_rne(x.f32[std::size_t(i)]);
+    parallel_ranges(n, 1 << 16, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out.bf16[std::size_t(i)] = float_to_bf16_rne(x.f32[std::size_t(i)]);
+    });
   } else {
     out.f32.resize(std::size_t(n));
-    for (int64_t i = 0; i < n; ++i) out.f32[std::size_t(i)] = bf16_to_float(x.bf16[std::size_t(i)]);
+    parallel_ranges(n, 1 << 16, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out.f32[std::size_t(i)] = bf16_to_float(x.bf16[std::size_t(i)]);
+    });
   }
   return out;
 }
@@ -112,30 +117,17 @@ std::size_t CausalConv::history_bytes(int64_t h, int64_t w, int64_t frames) cons
 }
 
 Frame rms_norm(const Frame& x, const std::vector<float>& gamma, bool silu, FrameElement out_type) {
-  const int64_t C = x.c;
-  Frame y = Frame::zeros(x.h, x.w, C, out_type);
-  const float scale = float(std::sqrt(double(C)));
-  parallel_ranges(x.positions(), 256, [&](int64_t begin, int64_t end) {
-    std::vector<float> row(static_cast<std::size_t>(C));
-    for (int64_t p = begin; p < end; ++p) {
-      const float* in = x.f32.data() + p * C;
-      float sum = 0.0f;
-      for (int64_t c = 0; c < C; ++c) sum += in[c] * in[c];
-      const float norm = std::max(std::sqrt(sum), 1e-12f);
-      for (int64_t c = 0; c < C; ++c) {
-        float v = in[c] / norm;
-        v = v * scale;
-        v = v * gamma[std::size_t(c)];
-        if (silu) v = v / (1.0f + std::exp(-v));
-        row[std::size_t(c)] = v;
-      }
-      if (out_type == FrameElement::F32) {
-        std::copy(row.begin(), row.end(), y.f32.begin() + p * C);
-      } else {
-        for (int64_t c = 0; c < C; ++c) y.bf16[std::size_t(p * C + c)] = float_to_bf16_rne(row[std::size_t(c)]);
-      }
-    }
-  });
+  Frame y = Frame::zeros(x.h, x.w, x.c, out_type);
+  kernels::ChannelNormArgs args;
+  args.x = x.f32.data();
+  args.positions = x.positions();
+  args.channels = x.c;
+  args.gamma = gamma.data();
+  args.scale = float(std::sqrt(double(x.c)));  // the reference multiplies by sqrt(C) as a float32
+  args.silu = silu;
+  args.y_type = out_type;
+  args.y = y.data();
+  kernels::active_channel_rms_norm()(args);
   return y;
 }
 
@@ -206,15 +198,23 @@ Frame MidBlock::forward(const Frame& x, const std::string& prefix, const FrameTa
   return h;
 }
 
-Frame upsample_nearest2(const Frame& x) {
-  Frame y = Frame::zeros(2 * x.h, 2 * x.w, x.c);
+Frame upsample_nearest2(const Frame& x, FrameElement out_type) {
+  Frame y = Frame::zeros(2 * x.h, 2 * x.w, x.c, out_type);
   const int64_t C = x.c;
-  parallel_ranges(y.h, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t oy = begin; oy < end; ++oy)
+  parallel_ranges(y.h, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t oy = begin; oy < end; ++oy) {
+      // One output row from its input row; the next row repeats it.
+      const float* in = x.f32.data() + (oy / 2) * x.w * C;
       for (int64_t ox = 0; ox < y.w; ++ox) {
-        const float* in = x.f32.data() + ((oy / 2) * x.w + ox / 2) * C;
-        std::copy(in, in + C, y.f32.begin() + (oy * y.w + ox) * C);
+        const float* src = in + (ox / 2) * C;
+        const int64_t dst = (oy * y.w + ox) * C;
+        if (out_type == FrameElement::F32) {
+          std::copy(src, src + C, y.f32.begin() + dst);
+        } else {
+          for (int64_t c = 0; c < C; ++c) y.bf16[std::size_t(dst + c)] = float_to_bf16_rne(src[c]);
+        }
       }
+    }
   });
   return y;
 }
@@ -222,17 +222,23 @@ Frame upsample_nearest2(const Frame& x) {
 Frame duplicate_up(const Frame& x, int64_t c_out, int ft, int fs, int dt) {
   const int64_t f = int64_t(ft) * fs * fs;
   const int64_t r = c_out * f / x.c;
+  // Source channel of every output channel, per sub-position (dy, dx).
+  std::vector<int64_t> source(std::size_t(fs * fs * c_out));
+  for (int64_t sub = 0; sub < int64_t(fs) * fs; ++sub)
+    for (int64_t o = 0; o < c_out; ++o) source[std::size_t(sub * c_out + o)] = (o * f + int64_t(dt) * fs * fs + sub) / r;
   Frame y = Frame::zeros(x.h * fs, x.w * fs, c_out);
-  for (int64_t iy = 0; iy < x.h; ++iy)
-    for (int64_t ix = 0; ix < x.w; ++ix) {
-      const float* in = x.f32.data() + (iy * x.w + ix) * x.c;
-      for (int dy = 0; dy < fs; ++dy)
-        for (int dx = 0; dx < fs; ++dx) {
-          float* out = y.f32.data() + ((iy * fs + dy) * y.w + ix * fs + dx) * c_out;
-          const int64_t sub = int64_t(dt) * fs * fs + int64_t(dy) * fs + dx;
-          for (int64_t o = 0; o < c_out; ++o) out[o] = in[(o * f + sub) / r];
-        }
-    }
+  parallel_ranges(x.h, 4, [&](int64_t begin, int64_t end) {
+    for (int64_t iy = begin; iy < end; ++iy)
+      for (int64_t ix = 0; ix < x.w; ++ix) {
+        const float* in = x.f32.data() + (iy * x.w + ix) * x.c;
+        for (int dy = 0; dy < fs; ++dy)
+          for (int dx = 0; dx < fs; ++dx) {
+            float* out = y.f32.data() + ((iy * fs + dy) * y.w + ix * fs + dx) * c_out;
+            const int64_t* index = source.data() + (int64_t(dy) * fs + dx) * c_out;
+            for (int64_t o = 0; o < c_out; ++o) out[o] = in[index[o]];
+          }
+      }
+  });
   return y;
 }
 

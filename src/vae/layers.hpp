@@ -105,8 +105,8 @@ struct MidBlock {
   Frame forward(const Frame& x, const std::string& prefix, const FrameTap* tap);
 };
 
-// Nearest-neighbour ×2 in both spatial directions.
-Frame upsample_nearest2(const Frame& x);
+// Nearest-neighbour ×2 in both spatial directions, as `out` (bf16 rounds).
+Frame upsample_nearest2(const Frame& x, FrameElement out = FrameElement::F32);
 
 // Duplicate-up shortcut DU(C_in -> c_out; ft, fs) of one input frame, the
 // output frame with time offset dt (< ft):

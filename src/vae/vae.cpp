@@ -219,7 +219,7 @@ void check_memory(const MemoryEstimate& e, std::size_t limit, const std::string&
   throw Error("vae", what + " needs about " + format_bytes(e.total()) + " (weights " + format_bytes(e.weights) +
                          ", causal histories " + format_bytes(e.histories) + ", frames in flight " +
                          format_bytes(e.working) + (e.output ? ", output " + format_bytes(e.output) : std::string()) +
-                         "), more than the " + format_bytes(limit) + " available");
+                         ", other " + format_bytes(e.overhead()) + "), more than the " + format_bytes(limit) + " available");
 }
 
 Image8 to_image8(const Frame& rgb) {

@@ -47,7 +47,10 @@ struct MemoryEstimate {
   std::size_t histories = 0; // causal histories (constant from the third latent frame on)
   std::size_t working = 0;   // frames in flight while one latent frame is processed
   std::size_t output = 0;    // a collected output tensor, when the caller collects one
-  std::size_t total() const { return weights + histories + working + output; }
+  // What the counts above leave out (allocator slack, thread stacks, the
+  // process itself): 5% of the frames plus 64 MiB.
+  std::size_t overhead() const { return (histories + working + output) / 20 + (std::size_t(64) << 20); }
+  std::size_t total() const { return weights + histories + working + output + overhead(); }
 };
 
 struct RunOptions {

@@ -103,6 +103,7 @@ TEST(VaeMemory, StreamingDecodeNeedsTheSameMemoryForAnyLength) {
   EXPECT_GT(one.weights, 0u);
   // Collecting the clip adds its pixels: 3 · 189 · 720 · 1280 float32.
   EXPECT_EQ(model.estimate_decode(48, 45, 80, true).output, std::size_t(3) * 189 * 720 * 1280 * 4);
+  EXPECT_EQ(one.total(), one.weights + one.histories + one.working + one.overhead());
   const std::string m = error_of([&] { vae::check_memory(one, 1 << 20, "decoding a 720x1280 clip"); });
   EXPECT_NE(m.find("decoding a 720x1280 clip needs about"), std::string::npos) << m;
   EXPECT_NE(m.find("more than the 1.0 MiB available"), std::string::npos) << m;
