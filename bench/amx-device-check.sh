@@ -41,16 +41,22 @@ main() {
 
   # ------------------------------------------------------------ build
   # Per-file flags as in CMakeLists.txt (Release: -O3 -DNDEBUG).
-  local common=(-O3 -DNDEBUG -std=c++20 -I"$root/include" -I"$root/src" '-DSTEPMIX_VERSION="0.1.0"'
+  local common=(-O3 -DNDEBUG -std=c++20 -I"$root/include" -I"$root/src" -I"$root/tests/support" '-DSTEPMIX_VERSION="0.1.0"'
     -Wall -Wextra -Wno-unused-parameter -pthread)
   # shellcheck disable=SC2206
   local extra=(${AMX_CHECK_CXXFLAGS:-})
   local avx512=(-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c)
   local amx=("${avx512[@]}" -mamx-tile -mamx-bf16)
+  # Every file of src/kernels (all families share the registry) and the
+  # GEMM operands of tests/support.
   local plain_sources=(src/core/cpu_features.cpp src/core/dtype.cpp src/core/numerics.cpp src/core/tensor.cpp
-    src/core/thread_pool.cpp src/kernels/dispatch.cpp src/kernels/ref/linear_ref.cpp bench/amx_check.cpp)
-  local avx512_sources=(src/kernels/cpu/gemm_avx512.cpp src/kernels/cpu/gemm_columns_avx512.cpp src/kernels/cpu/linear_avx512.cpp
-    src/kernels/cpu/quantize_avx512.cpp)
+    src/core/thread_pool.cpp src/core/runtime_words.cpp src/kernels/dispatch.cpp src/kernels/ref_table.cpp
+    src/kernels/attention.cpp src/kernels/pointwise.cpp src/kernels/ref/linear_ref.cpp
+    src/kernels/ref/attention_ref.cpp src/kernels/ref/attention_blocked.cpp src/kernels/ref/pointwise_ref.cpp
+    src/kernels/cpu/avx512_table.cpp src/kernels/cpu/amx_table.cpp tests/support/gemm_problem.cpp bench/amx_check.cpp)
+  local avx512_sources=(src/kernels/cpu/gemm_avx512.cpp src/kernels/cpu/gemm_columns_avx512.cpp
+    src/kernels/cpu/quantize_avx512.cpp src/kernels/cpu/attention_avx512.cpp src/kernels/cpu/attention_bf16_avx512.cpp
+    src/kernels/cpu/pointwise_avx512.cpp)
   local amx_sources=(src/kernels/cpu/gemm_amx.cpp)
   mkdir -p "$build"
   local t0=$SECONDS pids=() objects=() src obj

@@ -36,7 +36,8 @@
 #include "core/numerics.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/amx_kernels.hpp"
-#include "kernels/linear_kernels.hpp"
+#include "gemm_problem.hpp"
+#include "kernels/kernel_set.hpp"
 
 namespace {
 
@@ -46,115 +47,31 @@ using namespace stepmix::kernels;
 int g_failures = 0;
 
 // ---------------------------------------------------------------- data
-// Fast deterministic pseudo-normal values (sum of three uniforms, σ ≈ 1).
-struct Rng {
-  uint64_t state;
-  explicit Rng(uint64_t seed) : state(seed * 0x9E3779B97F4A7C15ull + 1) {}
-  float uniform() {
-    state += 0x9E3779B97F4A7C15ull;
-    uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return float(z >> 40) * 0x1p-24f;
-  }
-  float normal() { return (uniform() + uniform() + uniform() - 1.5f) * 2.0f; }
-};
+// Operands, combinations and the bound: tests/support/gemm_problem.hpp.
+using stepmix::test::activation_value;
+using stepmix::test::GemmComparison;
+using Activations = stepmix::test::GemmActivations;
+using Weights = stepmix::test::GemmWeights;
+using Combo = stepmix::test::GemmCombo;
 
-struct Activations {
-  int64_t M = 0, K = 0;
-  std::vector<uint16_t> bf16;
-  std::vector<uint8_t> codes;
-};
+Activations make_activations(int64_t M, int64_t K, uint64_t seed) { return stepmix::test::make_gemm_activations(M, K, seed); }
+Weights make_weights(int64_t N, int64_t K, uint64_t seed) { return stepmix::test::make_gemm_weights(N, K, seed); }
 
-struct Weights {
-  int64_t N = 0, K = 0;
-  std::vector<uint16_t> bf16;
-  std::vector<uint8_t> codes;
-  std::vector<float> bias_f32;
-  std::vector<uint16_t> bias_bf16;
-  float weight_scale = 0.0173f;
-};
-
-Activations make_activations(int64_t M, int64_t K, uint64_t seed) {
-  Activations a;
-  a.M = M, a.K = K;
-  a.bf16.resize(size_t(M * K));
-  a.codes.resize(size_t(M * K));
-  Rng rng(seed);
-  for (int64_t i = 0; i < M * K; ++i) {
-    const float v = rng.normal();
-    a.bf16[size_t(i)] = float_to_bf16_rne(v);
-    a.codes[size_t(i)] = quantize_e4m3_saturating(v * 40.0f);
-  }
-  return a;
-}
-
-Weights make_weights(int64_t N, int64_t K, uint64_t seed) {
-  Weights w;
-  w.N = N, w.K = K;
-  w.bf16.resize(size_t(N * K));
-  w.codes.resize(size_t(N * K));
-  Rng rng(seed);
-  for (int64_t i = 0; i < N * K; ++i) {
-    const float v = rng.normal();
-    w.bf16[size_t(i)] = float_to_bf16_rne(v);
-    w.codes[size_t(i)] = quantize_e4m3_saturating(v * 90.0f);
-  }
-  for (int64_t i = 0; i < N; ++i) {
-    w.bias_f32.push_back(0.1f * rng.normal());
-    w.bias_bf16.push_back(float_to_bf16_rne(0.1f * rng.normal()));
-  }
-  return w;
-}
-
-struct Combo {
-  ActivationOperand a;
-  WeightOperand w;
-  const char* name;
-};
 // Every BF16-arithmetic combination (operands exact in bf16).
-const Combo kCombos[] = {
-    {ActivationOperand::E4M3Codes, WeightOperand::E4M3, "a=e4m3 w=e4m3 (W8A8)"},
-    {ActivationOperand::BF16, WeightOperand::E4M3TimesScaleBF16, "a=bf16 w=e4m3*s (W8A16)"},
-    {ActivationOperand::BF16, WeightOperand::BF16, "a=bf16 w=bf16"},
-    {ActivationOperand::BF16, WeightOperand::E4M3, "a=bf16 w=e4m3"},
-    {ActivationOperand::E4M3Codes, WeightOperand::BF16, "a=e4m3 w=bf16"},
-    {ActivationOperand::E4M3Codes, WeightOperand::E4M3TimesScaleBF16, "a=e4m3 w=e4m3*s"},
-};
+std::vector<Combo> bf16_combos() {
+  std::vector<Combo> v;
+  for (const Combo& c : stepmix::test::all_gemm_combos())
+    if (c.arithmetic == GemmArithmetic::BF16) v.push_back(c);
+  return v;
+}
+const std::vector<Combo> kCombos = bf16_combos();
 
 const char* bias_name(BiasType b) { return b == BiasType::None ? "none" : b == BiasType::F32 ? "f32" : "bf16"; }
 const char* out_name(OutputType o) { return o == OutputType::F32 ? "f32" : "bf16"; }
 
 GemmArgs make_args(const Activations& x, const Weights& w, const Combo& c, BiasType bias, OutputType out, float alpha,
                    void* y) {
-  GemmArgs g;
-  g.M = x.M, g.N = w.N, g.K = x.K;
-  g.arithmetic = GemmArithmetic::BF16;
-  g.a_type = c.a;
-  g.a = c.a == ActivationOperand::BF16 ? static_cast<const void*>(x.bf16.data()) : x.codes.data();
-  g.w_type = c.w;
-  g.w = c.w == WeightOperand::BF16 ? static_cast<const void*>(w.bf16.data()) : w.codes.data();
-  g.weight_scale = w.weight_scale;
-  g.alpha = alpha;
-  g.bias_type = bias;
-  g.bias = bias == BiasType::F32 ? static_cast<const void*>(w.bias_f32.data()) : w.bias_bf16.data();
-  g.y_type = out;
-  g.y = y;
-  return g;
-}
-
-float activation_value(const Activations& x, ActivationOperand t, int64_t i) {
-  return t == ActivationOperand::BF16 ? bf16_to_float(x.bf16[size_t(i)]) : e4m3_to_float(x.codes[size_t(i)]);
-}
-float weight_value(const Weights& w, WeightOperand t, int64_t i) {
-  switch (t) {
-    case WeightOperand::BF16: return bf16_to_float(w.bf16[size_t(i)]);
-    case WeightOperand::E4M3: return e4m3_to_float(w.codes[size_t(i)]);
-    case WeightOperand::E4M3TimesScaleBF16:
-      return bf16_to_float(float_to_bf16_rne(e4m3_to_float(w.codes[size_t(i)]) * w.weight_scale));
-    default: return 0.0f;
-  }
+  return stepmix::test::make_gemm_args(x, w, c, bias, out, alpha, y);
 }
 
 // ---------------------------------------------------------------- reference
@@ -192,62 +109,11 @@ void ref_gemm_parallel(const GemmArgs& g) {
   });
 }
 
-// Σ_k |a[m,k]·w[n,k]| for every (m, n), in double.
-std::vector<double> sum_abs_products(const Activations& x, const Weights& w, const Combo& c) {
-  const int64_t M = x.M, N = w.N, K = x.K;
-  std::vector<float> a_abs(size_t(M * K)), w_abs(size_t(N * K));
-  for (int64_t i = 0; i < M * K; ++i) a_abs[size_t(i)] = std::fabs(activation_value(x, c.a, i));
-  for (int64_t i = 0; i < N * K; ++i) w_abs[size_t(i)] = std::fabs(weight_value(w, c.w, i));
-  std::vector<double> s(size_t(M * N));
-  const int64_t n_chunks = (N + 63) / 64;
-  ThreadPool::global().parallel_for(M * n_chunks, [&](int64_t task) {
-    const int64_t m = task / n_chunks, n0 = (task % n_chunks) * 64, n1 = std::min(N, n0 + 64);
-    const float* a = a_abs.data() + m * K;
-    for (int64_t n = n0; n < n1; ++n) {
-      const float* wr = w_abs.data() + n * K;
-      double acc = 0;
-      for (int64_t k = 0; k < K; ++k) acc += double(a[k]) * double(wr[k]);
-      s[size_t(m * N + n)] = acc;
-    }
-  });
-  return s;
-}
-
-struct Comparison {
-  double max_abs_diff = 0, max_abs_ref = 0;
-  int64_t violations = 0;
-  std::string first;
-};
-
-// The bound of tests/kernels/gemm_variants_test.cpp: two float32 summation
-// orders of K products differ by at most 2(K+2)·2^-24·Σ|a·w|; the epilogue
-// adds a float32 rounding on each side, a bf16 output one bf16 step.
+using stepmix::test::sum_abs_products;
+using Comparison = GemmComparison;
 void compare(const GemmArgs& g, const void* got_y, const void* want_y, const std::vector<double>& sum_abs,
              Comparison& r) {
-  const double output_rounding = g.y_type == OutputType::BF16 ? 0x1p-7 : 0x1p-22;
-  for (int64_t i = 0; i < g.M * g.N; ++i) {
-    const float got = g.y_type == OutputType::F32 ? static_cast<const float*>(got_y)[i]
-                                                  : bf16_to_float(static_cast<const uint16_t*>(got_y)[i]);
-    const float want = g.y_type == OutputType::F32 ? static_cast<const float*>(want_y)[i]
-                                                   : bf16_to_float(static_cast<const uint16_t*>(want_y)[i]);
-    const double tol =
-        std::fabs(g.alpha) * 2.0 * double(g.K + 2) * 0x1p-24 * sum_abs[size_t(i)] * (1 + output_rounding) +
-        output_rounding * std::fabs(want) + 1e-30;
-    const double diff = std::fabs(double(got) - double(want));
-    r.max_abs_ref = std::max(r.max_abs_ref, double(std::fabs(want)));
-    if (!(diff <= tol)) {  // NaN counts as a violation
-      if (r.violations++ == 0) {
-        char line[256];
-        std::snprintf(line, sizeof line, "m=%lld n=%lld got %.9g want %.9g tol %.3g bias=%s out=%s",
-                      (long long)(i / g.N), (long long)(i % g.N), got, want, tol, bias_name(g.bias_type),
-                      out_name(g.y_type));
-        r.first = line;
-      }
-      r.max_abs_diff = std::max(r.max_abs_diff, std::isnan(diff) ? INFINITY : diff);
-    } else {
-      r.max_abs_diff = std::max(r.max_abs_diff, diff);
-    }
-  }
+  r = stepmix::test::compare_gemm_outputs(g, got_y, want_y, sum_abs);
 }
 
 size_t y_bytes(const GemmArgs& g) { return size_t(g.M * g.N) * (g.y_type == OutputType::F32 ? 4 : 2); }
@@ -257,13 +123,13 @@ float alpha_for(const Combo& c) { return c.a == ActivationOperand::E4M3Codes ? 3
 std::vector<const KernelSet*> optimised_variants() {
   std::vector<const KernelSet*> v;
   for (const KernelSet& k : kernel_variants())
-    if (std::string(k.name) != "ref" && k.supported()) v.push_back(&k);
+    if (std::string(k.name) != "ref" && k.linear.supported()) v.push_back(&k);
   return v;
 }
 
 bool kernel_variant_supported(const char* name) {
   for (const KernelSet& k : kernel_variants())
-    if (std::string(k.name) == name) return k.supported();
+    if (std::string(k.name) == name) return k.linear.supported();
   return false;
 }
 
@@ -309,7 +175,7 @@ void run_correctness(bool quick) {
               std::vector<char> got(y_bytes(g0), char(0x7F));  // poison: unwritten outputs show
               GemmArgs g = g0;
               g.y = got.data();
-              v->gemm(g);
+              v->linear.gemm(g);
               Comparison r;
               compare(g, got.data(), want[size_t(e++)].data(), sum_abs, r);
               const double rel = r.max_abs_ref > 0 ? r.max_abs_diff / r.max_abs_ref : r.max_abs_diff;
@@ -323,7 +189,7 @@ void run_correctness(bool quick) {
           const bool pass = violations == 0;
           if (!pass) ++g_failures;
           std::printf("check %-6s M=%-4lld K=%-5lld N=%-5lld %-24s max|diff|/max|ref| = %.3e (%s)  %s\n", v->name,
-                      (long long)M, (long long)kn.K, (long long)kn.N, c.name, worst_rel, worst_epilogue.c_str(),
+                      (long long)M, (long long)kn.K, (long long)kn.N, stepmix::test::combo_name(c).c_str(), worst_rel, worst_epilogue.c_str(),
                       pass ? "PASS" : "FAIL");
           if (!pass)
             std::printf("  %lld elements out of tolerance over the 6 epilogues; first: %s\n", (long long)violations,
@@ -378,7 +244,7 @@ void run_blocking_checks(bool quick) {
         GemmArgs g = g0;
         g.y = got.data();
         if (nb.use_default) {
-          kernel_variant("amx").gemm(g);
+          kernel_variant("amx").linear.gemm(g);
         } else {
           amx::gemm_with_blocking(g, nb.b);
         }
@@ -398,7 +264,7 @@ void run_blocking_checks(bool quick) {
       }
       if (bad) ++g_failures;
       std::printf("blocking M=%-4lld N=%-4lld K=%-5lld %-24s bias=%-4s out=%-4s %s\n", (long long)s.M, (long long)s.N,
-                  (long long)s.K, c.name, bias_name(bias), out_name(out), bad ? "FAIL" : "PASS");
+                  (long long)s.K, stepmix::test::combo_name(c).c_str(), bias_name(bias), out_name(out), bad ? "FAIL" : "PASS");
       if (bad) std::printf("%s", detail.c_str());
       std::fflush(stdout);
     }
@@ -418,7 +284,7 @@ const Mode kModes[] = {
 };
 
 GemmArgs timing_args(const Activations& x, const Weights& w, const Mode& mode, std::vector<uint16_t>& y) {
-  const Combo c{mode.a, mode.w, mode.name};
+  const Combo c{GemmArithmetic::BF16, mode.a, mode.w};
   return make_args(x, w, c, BiasType::None, OutputType::BF16, mode.a == ActivationOperand::E4M3Codes ? 2e-4f : 1.0f,
                    y.data());
 }
@@ -476,7 +342,7 @@ void run_timing(bool quick, double max_gflop, double budget) {
         row.gflops[0] = row.gflops[1] = 0;
         for (const KernelSet* v : variants) {
           const GemmArgs g = timing_args(x, w, mode, y);
-          const double t = best_seconds([&] { v->gemm(g); }, 3, budget);
+          const double t = best_seconds([&] { v->linear.gemm(g); }, 3, budget);
           const double gf = gflop / t;
           row.gflops[std::string(v->name) == "amx" ? 1 : 0] = gf;
           std::printf("time,%d,%s,%lld,%lld,%lld,%s,%.6g,%.1f\n", threads, mode.name, (long long)M, (long long)kn.K,
@@ -526,7 +392,7 @@ void run_sweep(bool quick, double budget) {
     const double gflop = 2.0 * double(s.M) * double(s.N) * double(s.K) * 1e-9;
     for (const Mode& mode : {kModes[0], kModes[2]}) {
       std::vector<uint16_t> reference(size_t(s.M * s.N));
-      kernel_variant("amx").gemm(timing_args(x, w, mode, reference));
+      kernel_variant("amx").linear.gemm(timing_args(x, w, mode, reference));
       std::string line;
       for (const amx::Blocking& b : blockings) {
         std::vector<uint16_t> y(size_t(s.M * s.N));
@@ -591,8 +457,8 @@ int main(int argc, char** argv) {
     }
     std::printf("variants:");
     for (const stepmix::kernels::KernelSet& k : stepmix::kernels::kernel_variants())
-      std::printf(" %s(%s)", k.name, k.supported() ? "supported" : "unsupported");
-    std::printf("\nactive (start-up choice): %s, threads: %d\n", stepmix::kernels::active_kernels().name,
+      std::printf(" %s(%s)", k.name, k.linear.supported() ? "supported" : "unsupported");
+    std::printf("\nactive (start-up choice): %s, threads: %d\n", stepmix::kernels::active_kernels().describe().c_str(),
                 stepmix::ThreadPool::global().size());
     std::fflush(stdout);
     if (info) return 0;

@@ -18,7 +18,7 @@
 
 #include "core/numerics.hpp"
 #include "core/thread_pool.hpp"
-#include "kernels/linear_kernels.hpp"
+#include "kernels/kernel_set.hpp"
 #include "quant/linear.hpp"
 
 namespace {
@@ -61,7 +61,7 @@ double now_seconds(bool cpu_time) {
 // (the tiny shape) is below what the clocks resolve reliably on a VM, and a
 // single-call minimum then reports impossible speeds.
 double seconds_per_call(const Linear& linear, const std::vector<uint16_t>& x, int64_t M, std::vector<uint16_t>& y,
-                        LinearMode mode, double min_seconds, bool cpu_time) {
+                        Precision mode, double min_seconds, bool cpu_time) {
   const double warm_start = now_seconds(cpu_time);
   linear.forward(x.data(), M, y.data(), mode);  // warm-up: scratch, caches, page faults
   const double first = std::max(now_seconds(cpu_time) - warm_start, 1e-7);
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--cpu-time measures one thread: run with STEPMIX_THREADS=1\n");
     return 2;
   }
-  std::fprintf(stderr, "kernels: %s, threads: %d\n", kernels::active_kernels().name, ThreadPool::global().size());
+  std::fprintf(stderr, "kernels: %s, threads: %d\n", kernels::active_kernels().describe().c_str(), ThreadPool::global().size());
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const Shape& s : only.empty() ? shapes(quick) : only) {
@@ -134,11 +134,11 @@ int main(int argc, char** argv) {
     dense.weight = view("w", DType::BF16, {s.N, s.K}, bf16_weight.data(), bf16_weight.size() * 2);
 
     const Linear fp8_linear(fp8), fp8_cached(fp8, WeightCache::All), bf16_linear(dense);
-    struct Run { const char* name; const Linear* linear; LinearMode mode; };
-    const Run runs[] = {{"W8A8", &fp8_linear, LinearMode::W8A8},
-                        {"W8A16", &fp8_linear, LinearMode::W8A16},
-                        {"W8A16-cached", &fp8_cached, LinearMode::W8A16},
-                        {"BF16", &bf16_linear, LinearMode::Dense}};
+    struct Run { const char* name; const Linear* linear; Precision mode; };
+    const Run runs[] = {{"W8A8", &fp8_linear, Precision::W8A8},
+                        {"W8A16", &fp8_linear, Precision::W8A16},
+                        {"W8A16-cached", &fp8_cached, Precision::W8A16},
+                        {"BF16", &bf16_linear, Precision::BF16}};
     for (const Run& r : runs) {
       if (!only_mode.empty() && only_mode != r.name) continue;
       const double t = seconds_per_call(*r.linear, x, s.M, y, r.mode, min_seconds, cpu_time);

@@ -30,7 +30,7 @@
 #include "core/thread_pool.hpp"
 #include "io/checkpoint.hpp"
 #include "io/safetensors.hpp"
-#include "model/synthetic_checkpoint.hpp"
+#include "synthetic_checkpoint.hpp"
 #include "model/transformer.hpp"
 #include "stepmix/error.hpp"
 
@@ -101,25 +101,25 @@ int make(const Options& o) {
 
 int time_forwards(const Options& o) {
   const std::string dir = o.get("dir"), mode_name = o.get("mode");
-  const std::map<std::string, LinearMode> modes = {
-      {"dense", LinearMode::Dense}, {"w8a16", LinearMode::W8A16}, {"w8a8", LinearMode::W8A8}};
+  const std::map<std::string, Precision> modes = {
+      {"dense", Precision::BF16}, {"w8a16", Precision::W8A16}, {"w8a8", Precision::W8A8}};
   if (!modes.count(mode_name)) throw Error("bench", "--mode must be dense, w8a16 or w8a8");
-  const LinearMode mode = modes.at(mode_name);
+  const Precision mode = modes.at(mode_name);
   const std::string activation = o.get("activation", "bf16");
   const int repeats = std::stoi(o.get("repeats", "3"));
 
   Cosmos3Transformer model =
-      Cosmos3Transformer::load(ModelDirectory::open(dir + (mode == LinearMode::Dense ? "/bf16" : "/fp8")));
+      Cosmos3Transformer::load(ModelDirectory::open(dir + (mode == Precision::BF16 ? "/bf16" : "/fp8")));
   model.set_activation_dtype(activation == "f32" ? ActivationDType::F32 : ActivationDType::BF16);
   model.understanding_cache().set_capacity(0);
   for (int64_t tokens : parse_list(o.get("tokens"))) {
     const auto file = SafetensorsFile::open(dir + "/inputs-" + std::to_string(tokens) + ".safetensors");
     const ForwardInputs in = read_forward_inputs(*file);
-    HostTensor velocity = model.forward(in, mode, mode);  // warm-up: scratch, page-ins of the mapped weights
+    HostTensor velocity = model.forward(in, {mode, mode});  // warm-up: scratch, page-ins of the mapped weights
     std::vector<double> ms;
     for (int r = 0; r < repeats; ++r) {
       const auto start = std::chrono::steady_clock::now();
-      velocity = model.forward(in, mode, mode);
+      velocity = model.forward(in, {mode, mode});
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
     std::ofstream(dir + "/velocity-" + mode_name + "-" + std::to_string(tokens) + ".f32", std::ios::binary)

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "io/safetensors.hpp"
-#include "kernels/conv_kernels.hpp"
+#include "kernels/kernel_set.hpp"
 #include "vae/vae.hpp"
 
 namespace {
@@ -102,8 +102,10 @@ int main(int argc, char** argv) {
     const auto& shape = latent.shape;
     const stepmix::vae::MemoryEstimate estimate = vae.estimate_decode(shape[2], shape[3], shape[4], false);
 
-    g_inner = stepmix::kernels::active_conv3d();
-    stepmix::kernels::override_active_conv3d(counting_conv3d);
+    stepmix::kernels::ConvolutionFamily counting = stepmix::kernels::active_convolution();
+    g_inner = counting.conv3d;
+    counting.conv3d = counting_conv3d;
+    stepmix::kernels::override_convolution(&counting);
     std::ofstream("/proc/self/clear_refs") << "5";  // reset the RSS high-water mark
     const long rss_before = status_kib("VmRSS:");
     std::vector<double> ms, cpu_ms;
@@ -144,7 +146,7 @@ int main(int argc, char** argv) {
                                                         std::streamsize(pixels.size() * sizeof(float)));
     std::printf("{\"shape\": [%lld, %lld, %lld, %lld, %lld], \"activations\": \"%s\", \"kernels\": \"%s\", \"ms\": [",
                 (long long)shape[0], (long long)shape[1], (long long)shape[2], (long long)shape[3], (long long)shape[4],
-                activations.c_str(), stepmix::kernels::active_kernels().name);
+                activations.c_str(), stepmix::kernels::active_kernels().convolution_variant);
     for (std::size_t i = 0; i < ms.size(); ++i) std::printf("%s%.1f", i ? ", " : "", ms[i]);
     std::printf("], \"cpu_ms\": [");
     for (std::size_t i = 0; i < cpu_ms.size(); ++i) std::printf("%s%.1f", i ? ", " : "", cpu_ms[i]);

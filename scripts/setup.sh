@@ -2,14 +2,24 @@
 # Installs what stepmix needs to build and test, from Debian packages only.
 # Idempotent: does nothing when everything is already installed.
 #   scripts/setup.sh          build + test dependencies
-#   scripts/setup.sh --bench  also the benchmark peers (Debian's PyTorch, OpenBLAS)
+#   scripts/setup.sh --bench  also the benchmark peers (Debian's PyTorch, OpenBLAS, Node.js)
 #   scripts/setup.sh --fuzz   also clang and its libFuzzer/sanitizer runtimes
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libpng-dev
+# libfreetype-dev + libfontconfig-dev + fonts-dejavu-core: the labels of the
+# compare plots (without a font at run time the plots have no labels);
+# libonig-dev + libutf8proc-dev: the tokenizer's regex engine and NFC;
+# libssl-dev: SHA-256 fingerprints of chat templates; zlib1g-dev: the
+# compressed golden tokenizer in the tests; libav*-dev: H.264/MP4 video
+# output and input (src/io/video.cpp).
+packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libpng-dev zlib1g-dev
+  libonig-dev libutf8proc-dev libssl-dev libfreetype-dev libfontconfig-dev fonts-dejavu-core
   libavcodec-dev libavformat-dev libswscale-dev libavutil-dev)
 case "${1:-}" in
-  --bench) packages+=(python3-torch python3-numpy libopenblas0-openmp libbenchmark-dev) ;;
+  --bench)
+    packages+=(python3-torch python3-numpy libopenblas0-openmp libbenchmark-dev)
+    # bench/run-tokenizer.sh runs the JavaScript tokenizer (npm) as its peer.
+    command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm) ;;
   --fuzz) packages+=(clang libclang-rt-14-dev) ;;
 esac
 

@@ -5,10 +5,41 @@
 // so that the CLI can print what() as a single line and exit with code 2.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
 namespace stepmix {
+
+namespace detail {
+// Length of the valid UTF-8 sequence starting at s (lead byte >= 0x80), or 0
+// when it is not one (overlong forms, surrogates and code points above
+// U+10FFFF are not).
+inline std::size_t utf8_sequence_length(const unsigned char* s, std::size_t available) {
+  std::size_t length;
+  unsigned long cp;
+  if (s[0] >= 0xC2 && s[0] <= 0xDF) {
+    length = 2;
+    cp = s[0] & 0x1Fu;
+  } else if (s[0] >= 0xE0 && s[0] <= 0xEF) {
+    length = 3;
+    cp = s[0] & 0x0Fu;
+  } else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
+    length = 4;
+    cp = s[0] & 0x07u;
+  } else {
+    return 0;
+  }
+  if (length > available) return 0;
+  for (std::size_t k = 1; k < length; ++k) {
+    if ((s[k] & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (s[k] & 0x3Fu);
+  }
+  if ((length == 3 && cp < 0x800) || (length == 4 && cp < 0x10000) || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+    return 0;
+  return length;
+}
+}  // namespace detail
 
 class Error : public std::runtime_error {
  public:
@@ -16,16 +47,46 @@ class Error : public std::runtime_error {
   Error(const std::string& component, const std::string& message)
       : std::runtime_error("[" + component + "] " + visible(message)) {}
 
- private:
-  // what() is a C string: a NUL quoted from a file (a tensor name such as
-  // "a\u0000b") would cut the message short, so it is spelled out.
+  // Messages quote names and values from files, which may hold anything.
+  // what() must stay one harmless line on a terminal: control characters
+  // (C0 such as NUL, ESC, newline; DEL; the C1 range U+0080..U+009F, which
+  // some terminals obey as well) are spelled \u001b; bytes that are not
+  // valid UTF-8 are spelled \xNN. Valid UTF-8 text is kept as it is.
   static std::string visible(const std::string& message) {
+    static const char* hex = "0123456789abcdef";
     std::string out;
-    for (char c : message) {
-      if (c == '\0')
-        out += "\\u0000";
-      else
-        out += c;
+    out.reserve(message.size());
+    const auto* s = reinterpret_cast<const unsigned char*>(message.data());
+    const std::size_t n = message.size();
+    for (std::size_t i = 0; i < n;) {
+      const unsigned char c = s[i];
+      if (c < 0x20 || c == 0x7F) {
+        out += "\\u00";
+        out += hex[c >> 4];
+        out += hex[c & 15];
+        ++i;
+        continue;
+      }
+      if (c < 0x80) {
+        out += char(c);
+        ++i;
+        continue;
+      }
+      const std::size_t length = detail::utf8_sequence_length(s + i, n - i);
+      if (length == 0) {
+        out += "\\x";
+        out += hex[c >> 4];
+        out += hex[c & 15];
+        ++i;
+      } else if (c == 0xC2 && s[i + 1] < 0xA0) {  // U+0080..U+009F
+        out += "\\u00";
+        out += hex[s[i + 1] >> 4];
+        out += hex[s[i + 1] & 15];
+        i += 2;
+      } else {
+        out.append(message, i, length);
+        i += length;
+      }
     }
     return out;
   }

@@ -1,7 +1,8 @@
 // The denoising-step precision policy: the checkpoint contract
 // (quantization_config.runtime.diffusion_step_policy, schema 1), user
 // overrides, the per-iteration rule and the per-run controller.
-// Contract: shared spec step-policy.md §1–§11.
+// The contract: docs/step-policy.md (section numbers "§N" below refer to it);
+// a summary is in docs/design.md, "The step policy".
 //
 // Flow for one checkpoint and one run:
 //   ResolvedPolicy p = resolve_policy(config, path, overrides);  // load time, fail closed

@@ -1,8 +1,14 @@
 #include "io/checkpoint.hpp"
 
-#include <algorithm>
-#include <filesystem>
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <cctype>
+
+#include "io/file_access.hpp"
 #include "io/json_input.hpp"
 #include "stepmix/error.hpp"
 
@@ -20,11 +26,19 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// Regular files in `folder` whose names end in `suffix`, sorted. A folder
+// that cannot be listed is an error naming it and why (not a raw
+// std::filesystem message).
 std::vector<std::string> list_files(const std::string& folder, const std::string& suffix) {
   std::vector<std::string> out;
-  for (const auto& entry : fs::directory_iterator(folder))
-    if (entry.is_regular_file() && ends_with(entry.path().filename().string(), suffix))
-      out.push_back(entry.path().string());
+  std::error_code ec;
+  fs::directory_iterator it(folder, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::error_code kind;
+    if (it->is_regular_file(kind) && ends_with(it->path().filename().string(), suffix))
+      out.push_back(it->path().string());
+  }
+  if (ec) throw Error("checkpoint", folder + ": cannot list the folder: " + errno_phrase(ec.value()));
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -143,24 +157,87 @@ std::vector<std::string> TensorStore::names() const {
 
 namespace {
 bool is_transformer_folder(const fs::path& p) {
-  return fs::is_regular_file(p / "config.json") && !list_files(p.string(), ".safetensors").empty();
+  struct stat st {};
+  return ::stat((p / "config.json").c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && !list_files(p.string(), ".safetensors").empty();
 }
 // An optional side file: absent is fine, but something that is there and is
-// not a regular file (a FIFO, a device, a folder) is an error rather than
-// silently treated as absent.
+// not a regular file (a FIFO, a device, a folder), or cannot be looked at
+// (permission denied), is an error rather than silently treated as absent.
 std::optional<std::string> optional_file(const fs::path& p) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(p, ec);
-  if (!fs::exists(st)) return std::nullopt;
-  if (!fs::is_regular_file(st)) throw Error("checkpoint", p.string() + ": not a regular file");
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
+    throw Error("checkpoint", p.string() + ": " + errno_phrase(errno));
+  }
+  if (!S_ISREG(st.st_mode))
+    throw Error("checkpoint", p.string() + ": not a regular file (" + file_type_phrase(st.st_mode) + ")");
   return p.string();
 }
+
+// The quantization a JSON object declares: quant_method, quant_algo and
+// kv_cache_quant_algo, at the top level (the copy of quantization_config
+// stepmix and Diffusers write) or under "quantization" (ModelOpt's own
+// hf_quant_config.json layout).
+struct DeclaredQuantization {
+  json method, algo, kv_cache;
+  std::string prefix;  // "" or "quantization." for messages
+};
+
+DeclaredQuantization declared_quantization(const json& j) {
+  DeclaredQuantization d;
+  const json* holder = &j;
+  if (j.contains("quantization") && j["quantization"].is_object()) {
+    holder = &j["quantization"];
+    d.prefix = "quantization.";
+  }
+  d.method = holder->value("quant_method", json());
+  d.algo = holder->value("quant_algo", json());
+  d.kv_cache = holder->value("kv_cache_quant_algo", json());
+  return d;
+}
+
 }  // namespace
+
+void check_root_quant_config(const json& hf_quant_config, const std::string& hf_path, const json& config,
+                             const std::string& config_path) {
+  auto fail = [&](const std::string& field, const std::string& problem) {
+    throw Error("checkpoint", hf_path + ": " + field + ": " + problem);
+  };
+  if (!hf_quant_config.is_object())
+    throw Error("checkpoint", hf_path + ": expected a JSON object, got " + std::string(hf_quant_config.type_name()));
+  const DeclaredQuantization hf = declared_quantization(hf_quant_config);
+  if (!hf.kv_cache.is_null())
+    fail(hf.prefix + "kv_cache_quant_algo",
+         "expected null (KV-cache quantization is not implemented), got " + hf.kv_cache.dump());
+  const json* qc = config.is_object() && config.contains("quantization_config") && !config["quantization_config"].is_null()
+                       ? &config["quantization_config"]
+                       : nullptr;
+  if (!qc) {
+    if (!hf.algo.is_null())
+      fail(hf.prefix + "quant_algo", "names " + hf.algo.dump() + ", but " + config_path +
+                                         " has no quantization_config (a 16-bit checkpoint); the two must agree");
+    return;
+  }
+  if (!qc->is_object()) return;  // the transformer config's own check reports it
+  const DeclaredQuantization own = declared_quantization(*qc);
+  if (hf.algo.is_null())
+    fail(hf.prefix + "quant_algo", "missing; expected " + own.algo.dump() + " as " + config_path +
+                                       " quantization_config.quant_algo declares");
+  if (hf.algo != own.algo)
+    fail(hf.prefix + "quant_algo", hf.algo.dump() + " disagrees with " + config_path +
+                                       " quantization_config.quant_algo " + own.algo.dump());
+  if (!hf.method.is_null() && hf.method != own.method)
+    fail(hf.prefix + "quant_method", hf.method.dump() + " disagrees with " + config_path +
+                                         " quantization_config.quant_method " + own.method.dump());
+}
 
 ModelDirectory ModelDirectory::open(const std::string& path) {
   const fs::path root(path);
-  if (!fs::exists(root)) throw Error("checkpoint", path + ": no such directory");
-  if (!fs::is_directory(root)) throw Error("checkpoint", path + ": not a directory");
+  struct stat root_st {};
+  if (::stat(path.c_str(), &root_st) != 0) throw Error("checkpoint", path + ": " + errno_phrase(errno));
+  if (!S_ISDIR(root_st.st_mode))
+    throw Error("checkpoint", path + ": not a directory (" + file_type_phrase(root_st.st_mode) + ")");
   ModelDirectory dir;
   dir.root = path;
   if (is_transformer_folder(root / "transformer")) {
@@ -185,8 +262,33 @@ ModelDirectory ModelDirectory::open(const std::string& path) {
     dir.tokenizer_path = optional_file(root / "text_tokenizer" / "tokenizer.json");
     if (!dir.tokenizer_path) dir.tokenizer_path = optional_file(root / "tokenizer" / "tokenizer.json");
     dir.hf_quant_config_path = optional_file(root / "hf_quant_config.json");
+    if (dir.hf_quant_config_path) {
+      // Whole-model loaders read this file instead of the transformer's
+      // config: a copy that is not JSON, or names another format, means the
+      // checkpoint says two different things.
+      dir.hf_quant_config = read_json_file(*dir.hf_quant_config_path, "checkpoint");
+      check_root_quant_config(dir.hf_quant_config, *dir.hf_quant_config_path, dir.config, dir.config_path);
+    }
   }
   return dir;
+}
+
+int64_t mapped_resident_bytes(const std::string& folder) {
+  std::error_code ec;
+  const std::string prefix = fs::weakly_canonical(folder, ec).string() + "/";
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  int64_t kib = 0;
+  while (std::getline(smaps, line)) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') < line.find(' ')) {
+      const auto slash = line.find('/');
+      inside = slash != std::string::npos && line.compare(slash, prefix.size(), prefix) == 0;
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      kib += std::stoll(line.substr(4));
+    }
+  }
+  return kib * 1024;
 }
 
 }  // namespace stepmix

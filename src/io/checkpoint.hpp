@@ -68,8 +68,24 @@ struct ModelDirectory {
   std::optional<std::string> scheduler_config_path;
   std::optional<std::string> tokenizer_path;
   std::optional<std::string> hf_quant_config_path;
+  nlohmann::json hf_quant_config;  // null when absent; checked by check_root_quant_config
 
+  // Reads config.json and the side files that exist; hf_quant_config.json
+  // is checked here, so every command refuses the same inconsistent
+  // checkpoint. Throws stepmix::Error naming the file.
   static ModelDirectory open(const std::string& path);
 };
+
+// Resident bytes of this process's mappings of files under `folder`
+// (/proc/self/smaps): the weight pages actually in memory, not the file size.
+int64_t mapped_resident_bytes(const std::string& folder);
+
+// hf_quant_config.json (checkpoint root) against transformer/config.json:
+// a JSON object whose quant_algo (and quant_method, when given) equal those
+// of quantization_config, none at all for a 16-bit checkpoint, and no
+// kv_cache_quant_algo (not implemented). Accepts the flat form
+// {"quant_algo": ...} and ModelOpt's {"quantization": {"quant_algo": ...}}.
+void check_root_quant_config(const nlohmann::json& hf_quant_config, const std::string& hf_path,
+                             const nlohmann::json& config, const std::string& config_path);
 
 }  // namespace stepmix

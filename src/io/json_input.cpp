@@ -1,30 +1,15 @@
 #include "io/json_input.hpp"
 
-#include <sys/stat.h>
+#include <unordered_set>
+#include <vector>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
+#include "io/file_access.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
 
 std::string read_small_file(const std::string& path, const std::string& component, std::uint64_t max_bytes) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw Error(component, path + ": cannot open: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw Error(component, path + ": not a regular file");
-  const auto size = std::uint64_t(st.st_size);
-  if (size > max_bytes)
-    throw Error(component, path + ": file is " + std::to_string(size) + " bytes, more than the limit of " +
-                               std::to_string(max_bytes) + " bytes");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(component, path + ": cannot open");
-  std::string text(std::size_t(size), '\0');
-  in.read(text.data(), std::streamsize(size));
-  // A file that shrank since stat() is read as far as it goes.
-  text.resize(std::size_t(in.gcount()));
-  return text;
+  return read_regular_file(path, max_bytes, component);
 }
 
 void check_json_nesting(std::string_view text, const std::string& label, const std::string& component,
@@ -52,13 +37,78 @@ void check_json_nesting(std::string_view text, const std::string& label, const s
   }
 }
 
+std::optional<DuplicateJsonKey> parse_json_detecting_duplicates(std::string_view text, nlohmann::json& out) {
+  using json = nlohmann::json;
+  // One frame per open object or array: the keys seen so far (objects) and
+  // the key of the member being parsed, to name where a duplicate sits.
+  struct Frame {
+    bool object = false;
+    std::unordered_set<std::string> keys;
+    std::string current;
+  };
+  std::vector<Frame> frames;
+  std::optional<DuplicateJsonKey> duplicate;
+  auto where = [&] {
+    std::string path;
+    for (std::size_t i = 0; i + 1 < frames.size(); ++i) {
+      if (frames[i].object)
+        path += (path.empty() ? "" : ".") + frames[i].current;
+      else
+        path += "[]";
+    }
+    return path;
+  };
+  auto on_event = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start: frames.push_back({true, {}, {}}); break;
+      case json::parse_event_t::array_start: frames.push_back({false, {}, {}}); break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!frames.empty()) frames.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        Frame& f = frames.back();
+        f.current = parsed.get<std::string>();
+        if (!f.keys.insert(f.current).second && !duplicate) duplicate = DuplicateJsonKey{f.current, where()};
+        break;
+      }
+      case json::parse_event_t::value: break;
+    }
+    return true;
+  };
+  out = json::parse(text.begin(), text.end(), on_event);
+  return duplicate;
+}
+
 nlohmann::json parse_json_text(std::string_view text, const std::string& label, const std::string& component) {
   check_json_nesting(text, label, component);
+  nlohmann::json out;
+  std::optional<DuplicateJsonKey> duplicate;
   try {
-    return nlohmann::json::parse(text);
+    duplicate = parse_json_detecting_duplicates(text, out);
   } catch (const nlohmann::json::exception& e) {
     throw Error(component, label + ": not valid JSON: " + e.what());
   }
+  if (duplicate)
+    throw Error(component, label + ": key " + nlohmann::json(duplicate->key).dump() + " appears twice in " +
+                               (duplicate->object_path.empty() ? std::string("the top-level object")
+                                                               : "the object at " + duplicate->object_path) +
+                               " (JSON readers disagree on which one counts)");
+  return out;
+}
+
+std::optional<std::int64_t> json_integer_in(const nlohmann::json& value, std::int64_t lo, std::int64_t hi) {
+  if (value.is_number_unsigned()) {
+    const auto v = value.get<std::uint64_t>();
+    if (hi < 0 || v > std::uint64_t(hi) || (lo > 0 && v < std::uint64_t(lo))) return std::nullopt;
+    return std::int64_t(v);
+  }
+  if (value.is_number_integer()) {
+    const auto v = value.get<std::int64_t>();
+    if (v < lo || v > hi) return std::nullopt;
+    return v;
+  }
+  return std::nullopt;
 }
 
 }  // namespace stepmix

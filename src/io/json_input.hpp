@@ -1,11 +1,14 @@
 // Reading the JSON side files of a checkpoint (config.json, the shard index,
 // scheduler_config.json, tokenizer.json, model_index.json) and safetensors
 // headers without trusting them: a size limit checked before a byte is read,
-// and a nesting limit checked before the text is parsed.
+// a nesting limit checked before the text is parsed, and no duplicate keys
+// (nlohmann keeps the last of two silently, so a file could say one thing to
+// stepmix and another to a reader that keeps the first).
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,7 +24,7 @@ inline constexpr int kMaxJsonDepth = 64;
 
 // The contents of `path`, which must be a regular file of at most `max_bytes`
 // (so a FIFO or /dev/zero cannot hang or exhaust memory). Throws
-// stepmix::Error(component, "<path>: ...").
+// stepmix::Error(component, "<path>: ...") (io/file_access.hpp).
 std::string read_small_file(const std::string& path, const std::string& component,
                             std::uint64_t max_bytes = kMaxJsonFileBytes);
 
@@ -32,9 +35,27 @@ std::string read_small_file(const std::string& path, const std::string& componen
 void check_json_nesting(std::string_view text, const std::string& label, const std::string& component,
                         int max_depth = kMaxJsonDepth);
 
-// check_json_nesting, then parse. Every nlohmann exception (a syntax error,
-// or out_of_range for a number such as 1e400) becomes
-// stepmix::Error(component, "<label>: not valid JSON: ...").
+// A key found twice in one object: the key, and where the object is
+// ("" for the top level, else e.g. "quantization_config.config_groups" or
+// "added_tokens[]").
+struct DuplicateJsonKey {
+  std::string key;
+  std::string object_path;
+};
+
+// Parses `text` into `out` and returns the first duplicate key, if any.
+// Throws nlohmann::json::exception on a syntax error (no nesting check).
+std::optional<DuplicateJsonKey> parse_json_detecting_duplicates(std::string_view text, nlohmann::json& out);
+
+// check_json_nesting, then parse; a duplicate key is an error
+// ("<label>: key \"k\" appears twice in the object at a.b"). Every nlohmann
+// exception (a syntax error, or out_of_range for a number such as 1e400)
+// becomes stepmix::Error(component, "<label>: not valid JSON: ...").
 nlohmann::json parse_json_text(std::string_view text, const std::string& label, const std::string& component);
+
+// A JSON integer within [lo, hi], read without wrapping (2^64 − 1 is an
+// unsigned JSON number; get<int64_t>() would make it −1). nullopt for
+// anything else: out of range, a float, a bool, a string.
+std::optional<std::int64_t> json_integer_in(const nlohmann::json& value, std::int64_t lo, std::int64_t hi);
 
 }  // namespace stepmix

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
-#include "io/safetensors.hpp"
+#include "io/file_access.hpp"
+#include "io/output_set.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -21,6 +23,47 @@ void append_to_string(png_structp png, png_bytep data, png_size_t n) {
 [[noreturn]] void png_error_to_exception(png_structp, png_const_charp message) { throw Error("png", message); }
 void png_warning_ignored(png_structp, png_const_charp) {}
 
+bool is_ascii(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+// PNG keywords: 1-79 printable Latin-1 characters, no leading, trailing or
+// double spaces (PNG spec 11.3.4.2).
+bool valid_keyword(const std::string& k) {
+  if (k.empty() || k.size() > 79 || k.front() == ' ' || k.back() == ' ' || k.find("  ") != std::string::npos)
+    return false;
+  return std::all_of(k.begin(), k.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return (c >= 32 && c <= 126) || c >= 161;
+  });
+}
+
+// Bytes read from memory by libpng.
+struct MemoryReader {
+  const std::string* bytes;
+  std::size_t offset = 0;
+};
+
+void read_from_memory(png_structp png, png_bytep out, png_size_t n) {
+  auto* r = static_cast<MemoryReader*>(png_get_io_ptr(png));
+  if (n > r->bytes->size() - r->offset) png_error(png, "file ends inside a chunk");
+  std::memcpy(out, r->bytes->data() + r->offset, n);
+  r->offset += n;
+}
+
+void collect_text(png_structp png, png_infop info, std::vector<PngText>& out) {
+  png_textp text = nullptr;
+  const int n = png_get_text(png, info, &text, nullptr);
+  for (int i = 0; i < n; ++i) {
+    const png_text& t = text[i];
+    const char* chunk = t.compression == PNG_TEXT_COMPRESSION_NONE   ? "tEXt"
+                        : t.compression == PNG_TEXT_COMPRESSION_zTXt ? "zTXt"
+                                                                     : "iTXt";
+    const std::size_t length = t.compression >= PNG_ITXT_COMPRESSION_NONE ? t.itxt_length : t.text_length;
+    out.push_back({t.key, std::string(t.text ? t.text : "", t.text ? length : 0), chunk});
+  }
+}
+
 }  // namespace
 
 uint8_t unit_range_to_u8(float x) {
@@ -28,12 +71,16 @@ uint8_t unit_range_to_u8(float x) {
   return uint8_t(std::lround(v * 255.0f));
 }
 
-void write_png(const std::string& path, const Image8& image) {
+std::string encode_png(const std::string& path, const Image8& image, const std::vector<PngText>& text) {
   if (image.width <= 0 || image.height <= 0 || (image.channels != 1 && image.channels != 3) ||
       image.pixels.size() != std::size_t(image.width) * image.height * image.channels)
     throw Error("png", path + ": image of " + std::to_string(image.width) + "x" + std::to_string(image.height) + "x" +
                            std::to_string(image.channels) + " does not match its " + std::to_string(image.pixels.size()) +
                            " bytes");
+  for (const PngText& t : text)
+    if (!valid_keyword(t.keyword))
+      throw Error("png", path + ": text chunk keyword '" + t.keyword +
+                             "' is not 1-79 printable Latin-1 characters without leading, trailing or double spaces");
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, png_error_to_exception, png_warning_ignored);
   png_infop info = png ? png_create_info_struct(png) : nullptr;
   if (!info) {
@@ -46,6 +93,19 @@ void write_png(const std::string& path, const Image8& image) {
     png_set_IHDR(png, info, png_uint_32(image.width), png_uint_32(image.height), 8,
                  image.channels == 1 ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    std::vector<png_text> chunks(text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      png_text& c = chunks[i];
+      std::memset(&c, 0, sizeof c);
+      c.compression = is_ascii(text[i].text) ? PNG_TEXT_COMPRESSION_NONE : PNG_ITXT_COMPRESSION_NONE;
+      c.key = const_cast<char*>(text[i].keyword.c_str());
+      c.text = const_cast<char*>(text[i].text.c_str());
+      if (c.compression == PNG_TEXT_COMPRESSION_NONE)
+        c.text_length = text[i].text.size();
+      else
+        c.itxt_length = text[i].text.size();
+    }
+    if (!chunks.empty()) png_set_text(png, info, chunks.data(), int(chunks.size()));
     png_write_info(png, info);
     const std::size_t stride = std::size_t(image.width) * image.channels;
     for (int y = 0; y < image.height; ++y)
@@ -56,7 +116,11 @@ void write_png(const std::string& path, const Image8& image) {
     throw;
   }
   png_destroy_write_struct(&png, &info);
-  write_file_atomic(path, encoded);
+  return encoded;
+}
+
+void write_png(const std::string& path, const Image8& image, const std::vector<PngText>& text) {
+  write_file_atomic(path, encode_png(path, image, text));
 }
 
 namespace {
@@ -81,5 +145,40 @@ Image8 read_png_as(const std::string& path, bool force_rgb) {
 
 Image8 read_png(const std::string& path) { return read_png_as(path, false); }
 Image8 read_png_rgb(const std::string& path) { return read_png_as(path, true); }
+
+std::vector<PngText> read_png_text(const std::string& path) {
+  const std::string bytes = read_regular_file(path, 256ull << 20, "png");
+  if (bytes.size() < 8 || png_sig_cmp(reinterpret_cast<png_const_bytep>(bytes.data()), 0, 8) != 0)
+    throw Error("png", path + ": not a PNG file (no PNG signature)");
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, nullptr, png_error_to_exception, png_warning_ignored);
+  png_infop info = png ? png_create_info_struct(png) : nullptr;
+  png_infop end_info = info ? png_create_info_struct(png) : nullptr;
+  if (!end_info) {
+    png_destroy_read_struct(&png, info ? &info : nullptr, nullptr);
+    throw Error("png", path + ": out of memory");
+  }
+  std::vector<PngText> out;
+  try {
+    MemoryReader reader{&bytes};
+    png_set_read_fn(png, &reader, read_from_memory);
+    png_set_user_limits(png, 1u << 16, 1u << 16);
+    png_set_chunk_malloc_max(png, 64u << 20);  // one text chunk may hold a long prompt, not gigabytes
+    png_read_info(png, info);
+    collect_text(png, info, out);
+    // The image rows must be read to reach chunks after the image data.
+    const int passes = png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    std::vector<png_byte> row(png_get_rowbytes(png, info));
+    for (int pass = 0; pass < passes; ++pass)
+      for (png_uint_32 y = 0; y < png_get_image_height(png, info); ++y) png_read_row(png, row.data(), nullptr);
+    png_read_end(png, end_info);
+    collect_text(png, end_info, out);
+  } catch (const Error& e) {
+    png_destroy_read_struct(&png, &info, &end_info);
+    throw Error("png", path + ": " + std::string(e.what()).substr(std::strlen("[png] ")));
+  }
+  png_destroy_read_struct(&png, &info, &end_info);
+  return out;
+}
 
 }  // namespace stepmix

@@ -7,15 +7,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "io/json_input.hpp"
-#include "io/temporary_outputs.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -34,30 +34,29 @@ using json = nlohmann::json;
 // A JSON integer >= 0 (not a bool, not a float).
 bool is_count(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
 
+// Through snprintf: GCC 12 warns falsely (-Wrestrict) on "[" + std::to_string(a).
 std::string range_string(uint64_t a, uint64_t b) {
-  return "[" + std::to_string(a) + "," + std::to_string(b) + ")";
+  char text[48];
+  std::snprintf(text, sizeof text, "[%llu,%llu)", (unsigned long long)a, (unsigned long long)b);
+  return text;
 }
 
-// Parses the header JSON while rejecting duplicate keys at the top level
-// (nlohmann keeps the last one silently).
+// Parses the header JSON while rejecting duplicate keys, at the top level
+// (two tensors of one name) and inside an entry (two dtypes): nlohmann keeps
+// the last one silently, other readers may keep the first.
 json parse_header(const std::string& path, const char* text, std::size_t n, const SafetensorsLimits& limits) {
   check_json_nesting(std::string_view(text, n), path + ": header", "safetensors", limits.max_json_depth);
-  std::set<std::string> seen;
-  std::string duplicate;
-  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::key && depth == 1) {
-      const std::string key = parsed.get<std::string>();
-      if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
-  };
   json header;
+  std::optional<DuplicateJsonKey> duplicate;
   try {
-    header = json::parse(text, text + n, on_event);
+    duplicate = parse_json_detecting_duplicates(std::string_view(text, n), header);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e400
     fail(path, std::string("header is not valid JSON: ") + e.what());
   }
-  if (!duplicate.empty()) fail_tensor(path, duplicate, "appears twice in the header");
+  if (duplicate && duplicate->object_path.empty()) fail_tensor(path, duplicate->key, "appears twice in the header");
+  if (duplicate)
+    fail(path, "header: key " + json(duplicate->key).dump() + " appears twice in the entry of '" +
+                   duplicate->object_path + "'");
   if (!header.is_object()) fail(path, "header must be a JSON object, got " + std::string(header.type_name()));
   return header;
 }
@@ -206,6 +205,20 @@ void SafetensorsFile::parse(std::size_t size, const SafetensorsLimits& limits) {
                   "data_offsets " + range_string(by_offset[i]->begin, by_offset[i]->end) + " overlap tensor '" +
                       by_offset[i - 1]->name + "' " + range_string(by_offset[i - 1]->begin, by_offset[i - 1]->end));
 
+  // The format requires the tensors to cover the data area exactly: bytes
+  // no tensor owns could carry anything (a second file format, hidden data)
+  // and say the header and the data disagree.
+  uint64_t covered = 0;
+  for (const ParsedEntry* e : by_offset) {
+    if (e->begin != covered)
+      fail(path_, "data area bytes " + range_string(covered, e->begin) + " belong to no tensor (before tensor '" +
+                      e->name + "'); the tensors must cover the data area without holes");
+    covered = e->end;
+  }
+  if (covered != data_size)
+    fail(path_, "data area bytes " + range_string(covered, data_size) + " (after the last tensor) belong to no tensor; "
+                "the tensors must cover the data area without holes");
+
   for (auto& e : entries) {
     // Writers pad the header so every tensor is aligned to its element size;
     // a misaligned tensor cannot be read through typed pointers.
@@ -266,29 +279,8 @@ TensorToWrite make_tensor_f32(const std::string& name, std::vector<int64_t> shap
   return make_tensor_raw(name, DType::F32, std::move(shape), v.data(), v.size() * sizeof(float));
 }
 
-void write_file_atomic(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const TemporaryOutput cleanup_on_signal(tmp);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("io", path + ": cannot create " + tmp + ": " + std::strerror(errno));
-    out.write(contents.data(), std::streamsize(contents.size()));
-    out.flush();
-    if (!out) {
-      std::filesystem::remove(tmp);
-      throw Error("io", path + ": write failed: " + std::strerror(errno));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw Error("io", path + ": cannot rename the temporary file into place: " + ec.message());
-  }
-}
-
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+std::string encode_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
   std::vector<const TensorToWrite*> order;
   std::set<std::string> names;
   for (const auto& t : tensors) {
@@ -322,7 +314,12 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   out.append(reinterpret_cast<const char*>(&n), 8);
   out += text;
   for (const auto* t : order) out.append(reinterpret_cast<const char*>(t->bytes.data()), t->bytes.size());
-  write_file_atomic(path, out);
+  return out;
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  write_file_atomic(path, encode_safetensors(path, tensors, metadata));
 }
 
 }  // namespace stepmix

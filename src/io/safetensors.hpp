@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "io/output_set.hpp"  // write_file_atomic, used by every writer
 
 namespace stepmix {
 
@@ -83,7 +84,9 @@ TensorToWrite make_tensor_raw(const std::string& name, DType dtype, std::vector<
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-// Writes `contents` to `path` atomically (temporary file + rename).
-void write_file_atomic(const std::string& path, const std::string& contents);
+// The bytes write_safetensors writes (`path` only names the file in errors),
+// for outputs staged as a set (io/output_set.hpp).
+std::string encode_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                               const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace stepmix

@@ -1,6 +1,7 @@
 #include "io/temporary_outputs.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,7 +18,7 @@ namespace stepmix {
 
 namespace {
 
-constexpr int kSlots = 16;
+constexpr int kSlots = kMaxTemporaryOutputs;
 constexpr std::size_t kMaxPath = 4096;
 constexpr int kMaxDepth = 32;  // deeper folders are left (stepmix writes two levels)
 
@@ -123,5 +124,14 @@ void remove_temporary_outputs_on_fatal_signals() {
     ::sigaction(signal_number, &action, nullptr);
   }
 }
+
+FatalSignalsHeld::FatalSignalsHeld() {
+  sigset_t fatal;
+  sigemptyset(&fatal);
+  for (int signal_number : kFatalSignals) sigaddset(&fatal, signal_number);
+  pthread_sigmask(SIG_BLOCK, &fatal, &previous_);
+}
+
+FatalSignalsHeld::~FatalSignalsHeld() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
 
 }  // namespace stepmix

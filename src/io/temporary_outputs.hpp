@@ -7,13 +7,19 @@
 // write left "<out>.tmp.<pid>" behind.
 #pragma once
 
+#include <csignal>
 #include <string>
 
 namespace stepmix {
 
+// How many paths may be registered at once (an output set stages one per
+// output, plus one old folder being removed).
+inline constexpr int kMaxTemporaryOutputs = 64;
+
 // Registers `path` (a file or a folder, which may not exist yet) for removal
-// on a fatal signal, until destruction. Not copyable. At most 16 at a time
-// (more throws stepmix::Error); paths longer than 4095 bytes are refused too.
+// on a fatal signal, until destruction. Not copyable. At most
+// kMaxTemporaryOutputs at a time (more throws stepmix::Error); paths longer
+// than 4095 bytes are refused too.
 class TemporaryOutput {
  public:
   explicit TemporaryOutput(const std::string& path);
@@ -33,5 +39,20 @@ class TemporaryOutput {
 // A command that takes SIGINT over for a while (generate and compare cancel
 // the run on the first Ctrl-C) restores this handler before it writes.
 void remove_temporary_outputs_on_fatal_signals();
+
+// Holds off those four signals on the calling thread while alive (pool
+// threads block them for good), so that a short sequence of renames is not
+// cut in the middle; a signal that arrives meanwhile is delivered when the
+// mask is restored.
+class FatalSignalsHeld {
+ public:
+  FatalSignalsHeld();
+  ~FatalSignalsHeld();
+  FatalSignalsHeld(const FatalSignalsHeld&) = delete;
+  FatalSignalsHeld& operator=(const FatalSignalsHeld&) = delete;
+
+ private:
+  sigset_t previous_;  // the caller's mask, restored on destruction
+};
 
 }  // namespace stepmix

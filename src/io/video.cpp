@@ -7,15 +7,14 @@ extern "C" {
 #include <libavutil/opt.h>
 #include <libswscale/swscale.h>
 }
-#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <mutex>
 
-#include "io/temporary_outputs.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -60,9 +59,34 @@ using ScalerPtr = std::unique_ptr<SwsContext, FreeScaler>;
 }  // namespace
 
 // ---------------------------------------------------------------- writer
+// The MP4 file grows in memory: the muxer seeks back to patch sizes, which
+// this buffer allows, and the caller stages the bytes as one output.
+struct MemoryFile {
+  std::string bytes;
+  int64_t position = 0;
+
+  static int write(void* opaque, uint8_t* data, int size) {  // not const in FFmpeg 5
+    auto& f = *static_cast<MemoryFile*>(opaque);
+    const std::size_t end = std::size_t(f.position) + std::size_t(size);
+    if (f.bytes.size() < end) f.bytes.resize(end);
+    std::copy_n(data, size, f.bytes.begin() + f.position);
+    f.position = int64_t(end);
+    return size;
+  }
+  static int64_t seek(void* opaque, int64_t offset, int whence) {
+    auto& f = *static_cast<MemoryFile*>(opaque);
+    if (whence & AVSEEK_SIZE) return int64_t(f.bytes.size());
+    const int64_t base = (whence & 3) == SEEK_CUR ? f.position : (whence & 3) == SEEK_END ? int64_t(f.bytes.size()) : 0;
+    if (base + offset < 0) return AVERROR(EINVAL);
+    f.position = base + offset;
+    return f.position;
+  }
+};
+
 struct Mp4Writer::State {
-  std::string path, temporary;
-  std::unique_ptr<TemporaryOutput> cleanup;
+  std::string path;
+  MemoryFile file;
+  AVIOContext* io = nullptr;
   AVFormatContext* format = nullptr;
   AVStream* stream = nullptr;
   CodecPtr codec;
@@ -74,13 +98,10 @@ struct Mp4Writer::State {
   bool finished = false;
 
   ~State() {
-    if (format) {
-      if (format->pb) avio_closep(&format->pb);
-      avformat_free_context(format);
-    }
-    if (!finished) {
-      std::error_code ec;
-      fs::remove(temporary, ec);
+    if (format) avformat_free_context(format);
+    if (io) {
+      av_freep(&io->buffer);
+      avio_context_free(&io);
     }
   }
 
@@ -110,13 +131,11 @@ Mp4Writer::Mp4Writer(const std::string& path, int width, int height, double fps)
     fail(path, "frame size " + std::to_string(width) + "x" + std::to_string(height) +
                    ": expected even width and height (yuv420p)");
   if (!(fps > 0) || !std::isfinite(fps) || fps > 1000) fail(path, "fps " + std::to_string(fps) + ": expected a number in (0, 1000]");
-  s.temporary = path + ".tmp." + std::to_string(::getpid());
-  s.cleanup = std::make_unique<TemporaryOutput>(s.temporary);
 
   const AVCodec* encoder = avcodec_find_encoder_by_name("libx264");
   if (!encoder) encoder = avcodec_find_encoder(AV_CODEC_ID_H264);
   if (!encoder) fail(path, "this FFmpeg build has no H.264 encoder (Debian's libavcodec has libx264)");
-  int rc = avformat_alloc_output_context2(&s.format, nullptr, "mp4", s.temporary.c_str());
+  int rc = avformat_alloc_output_context2(&s.format, nullptr, "mp4", nullptr);
   if (rc < 0 || !s.format) fail(path, "creating the MP4 container", rc);
   s.stream = avformat_new_stream(s.format, nullptr);
   s.codec.reset(avcodec_alloc_context3(encoder));
@@ -148,8 +167,16 @@ Mp4Writer::Mp4Writer(const std::string& path, int width, int height, double fps)
   if (rc < 0) fail(path, "setting the stream parameters", rc);
   s.stream->time_base = c.time_base;
   s.stream->avg_frame_rate = rate;
-  rc = avio_open(&s.format->pb, s.temporary.c_str(), AVIO_FLAG_WRITE);
-  if (rc < 0) fail(path, "cannot create " + s.temporary, rc);
+  constexpr int kIoBuffer = 1 << 16;
+  auto* buffer = static_cast<unsigned char*>(av_malloc(kIoBuffer));
+  if (!buffer) fail(path, "out of memory");
+  s.io = avio_alloc_context(buffer, kIoBuffer, 1, &s.file, nullptr, MemoryFile::write, MemoryFile::seek);
+  if (!s.io) {
+    av_free(buffer);
+    fail(path, "out of memory");
+  }
+  s.format->pb = s.io;
+  s.format->flags |= AVFMT_FLAG_CUSTOM_IO;
   rc = avformat_write_header(s.format, nullptr);
   if (rc < 0) fail(path, "writing the MP4 header", rc);
 
@@ -184,19 +211,17 @@ void Mp4Writer::add_frame(const Image8& rgb) {
   s.encode(s.frame.get());
 }
 
-void Mp4Writer::finish() {
+std::string Mp4Writer::finish() {
   State& s = *state_;
-  if (s.finished) return;
+  if (s.finished) fail(s.path, "finish called twice");
   if (s.frames == 0) fail(s.path, "no frames to write");
   s.encode(nullptr);
-  int rc = av_write_trailer(s.format);
+  const int rc = av_write_trailer(s.format);
   if (rc < 0) fail(s.path, "writing the MP4 index", rc);
-  rc = avio_closep(&s.format->pb);
-  if (rc < 0) fail(s.path, "closing " + s.temporary, rc);
-  std::error_code ec;
-  fs::rename(s.temporary, s.path, ec);
-  if (ec) fail(s.path, "cannot rename the temporary file into place: " + ec.message());
+  avio_flush(s.io);
+  if (s.io->error < 0) fail(s.path, "writing the MP4 file", s.io->error);
   s.finished = true;
+  return std::move(s.file.bytes);
 }
 
 // ---------------------------------------------------------------- reader
@@ -307,35 +332,15 @@ Image8 read_video_frame(const std::string& path, int64_t index) {
 }
 
 // ---------------------------------------------------------------- PNG frames
-PngSequenceWriter::PngSequenceWriter(const std::string& folder)
-    : folder_(folder), temporary_(folder + ".tmp." + std::to_string(::getpid())) {
-  if (fs::exists(folder)) throw Error("video", folder + ": already exists; frames go to a new folder (remove it or choose another)");
-  cleanup_ = std::make_unique<TemporaryOutput>(temporary_);
-  std::error_code ec;
-  fs::create_directories(temporary_, ec);
-  if (ec) throw Error("video", folder + ": cannot create " + temporary_ + ": " + ec.message());
-}
-
-PngSequenceWriter::~PngSequenceWriter() {
-  if (!finished_) {
-    std::error_code ec;
-    fs::remove_all(temporary_, ec);
-  }
+PngSequenceWriter::PngSequenceWriter(std::string folder) : folder_(std::move(folder)) {
+  if (!fs::is_directory(folder_)) throw Error("video", folder_ + ": expected an existing folder for the frames");
 }
 
 void PngSequenceWriter::add_frame(const Image8& image) {
   char name[32];
   std::snprintf(name, sizeof name, "frame_%05lld.png", static_cast<long long>(frames_));
-  write_png((fs::path(temporary_) / name).string(), image);
+  write_png((fs::path(folder_) / name).string(), image);
   ++frames_;
-}
-
-void PngSequenceWriter::finish() {
-  if (finished_) return;
-  std::error_code ec;
-  fs::rename(temporary_, folder_, ec);
-  if (ec) throw Error("video", folder_ + ": cannot rename " + temporary_ + " into place: " + ec.message());
-  finished_ = true;
 }
 
 // ---------------------------------------------------------------- images

@@ -1,9 +1,8 @@
 // Video and image-sequence output, through Debian's FFmpeg libraries
 // (libavcodec, libavformat, libswscale): H.264 in MP4, yuv420p, constant
-// frame rate. Frames are streamed in one at a time (a long clip is never held
-// whole) and the file appears at its path only when finish() succeeds: it is
-// written under a temporary name (registered with io/temporary_outputs.hpp)
-// and renamed into place.
+// frame rate. Frames are streamed in one at a time (a long clip's pixels are
+// never held whole, only its compressed bytes) and finish() returns the MP4
+// file, for the caller to stage in its OutputSet (io/output_set.hpp).
 //
 // Also: a reader the tests use to check what was written (frame count, size,
 // frame rate, one decoded frame), a folder of numbered PNG frames written the
@@ -16,7 +15,6 @@
 #include <string>
 
 #include "io/png.hpp"
-#include "io/temporary_outputs.hpp"
 
 namespace stepmix {
 
@@ -24,17 +22,17 @@ class Mp4Writer {
  public:
   // width and height must be even (yuv420p halves the chroma planes); fps > 0
   // (fractional rates such as 23.976 are stored as the nearest rational).
-  // Throws stepmix::Error("video", "<path>: ...") when the encoder or the file
-  // cannot be set up (e.g. no H.264 encoder in this FFmpeg build).
+  // `path` names the output in errors: stepmix::Error("video", "<path>: ...")
+  // when the encoder cannot be set up (e.g. no H.264 encoder in this FFmpeg).
   Mp4Writer(const std::string& path, int width, int height, double fps);
-  ~Mp4Writer();  // without a successful finish() the temporary file is removed
+  ~Mp4Writer();
   Mp4Writer(const Mp4Writer&) = delete;
   Mp4Writer& operator=(const Mp4Writer&) = delete;
 
   // An 8-bit RGB frame of the writer's size.
   void add_frame(const Image8& rgb);
-  // Flushes the encoder, writes the index and renames the file into place.
-  void finish();
+  // Flushes the encoder, writes the index and returns the MP4 file's bytes.
+  std::string finish();
   int64_t frames() const;
 
  private:
@@ -55,23 +53,17 @@ VideoInfo probe_video(const std::string& path);
 // Frame `index` (0-based) of the video stream, converted to 8-bit RGB.
 Image8 read_video_frame(const std::string& path, int64_t index);
 
-// frame_00000.png, frame_00001.png, ... in `folder`, which must not exist
-// yet: written into a temporary folder beside it, renamed by finish().
+// frame_00000.png, frame_00001.png, ... in `folder`, an existing folder: the
+// caller's staged folder (OutputSet::stage_folder), which it commits.
 class PngSequenceWriter {
  public:
-  explicit PngSequenceWriter(const std::string& folder);
-  ~PngSequenceWriter();
-  PngSequenceWriter(const PngSequenceWriter&) = delete;
-  PngSequenceWriter& operator=(const PngSequenceWriter&) = delete;
+  explicit PngSequenceWriter(std::string folder);
   void add_frame(const Image8& image);
-  void finish();
   int64_t frames() const { return frames_; }
 
  private:
-  std::string folder_, temporary_;
-  std::unique_ptr<TemporaryOutput> cleanup_;
+  std::string folder_;
   int64_t frames_ = 0;
-  bool finished_ = false;
 };
 
 // Scales `image` (gray or RGB) to cover width × height with its aspect ratio

@@ -37,8 +37,8 @@ namespace avx512 {
 void channel_rms_norm(const ChannelNormArgs& args);
 }
 
+// One variant; the one that runs is kernel_set.hpp's
+// active_convolution().channel_rms_norm.
 using ChannelNormFunction = void (*)(const ChannelNormArgs&);
-// The variant that goes with kernels::active_kernels() (the reference for "ref").
-ChannelNormFunction active_channel_rms_norm();
 
 }  // namespace stepmix::kernels

@@ -127,12 +127,8 @@ void conv3d(const Conv3dArgs& args);
 bool conv3d_applies(const Conv3dArgs& args);
 }
 
-// The fastest conv3d this CPU runs (STEPMIX_ISA=ref forces the reference),
-// chosen with the GEMM variant: a plain function pointer, for the KernelSet.
+// One conv3d variant (tests and benchmarks hold them as values); the one
+// that runs is kernel_set.hpp's active_convolution().conv3d.
 using Conv3dFunction = void (*)(const Conv3dArgs&);
-Conv3dFunction active_conv3d();
-// Makes active_conv3d() return `f` (null: back to the start-up choice), for
-// tests (the VAE on the reference kernel) and benchmarks (counting work).
-void override_active_conv3d(Conv3dFunction f);
 
 }  // namespace stepmix::kernels

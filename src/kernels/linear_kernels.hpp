@@ -2,15 +2,12 @@
 // dequantization, and one GEMM entry point y[M,N] = x[M,K] · W[N,K]ᵀ whose
 // operands and arithmetic are described by GemmArgs.
 //
-// Every variant (scalar reference, AVX-512, ...) fills one KernelSet; the
-// table in dispatch.cpp drives start-up selection, the tests (each variant
-// against "ref") and the benchmark.
+// The variants (scalar reference, AVX-512, AMX) fill the linear family of
+// their KernelSet (kernel_set.hpp).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
-#include <string>
 
 namespace stepmix::kernels {
 
@@ -56,28 +53,6 @@ struct GemmArgs {
   OutputType y_type = OutputType::F32;
   void* y = nullptr;  // [M, N]
 };
-
-struct KernelSet {
-  const char* name;     // "ref", "avx512", "amx": what STEPMIX_ISA selects
-  bool (*supported)();  // CPU and OS can run it
-  // codes[i] = quantize_e4m3_saturating(x[i] / input_scale), float32 division.
-  void (*quantize_e4m3_f32)(const float* x, int64_t count, float input_scale, uint8_t* codes);
-  // Same with bf16 activations widened exactly to float32 first.
-  void (*quantize_e4m3_bf16)(const uint16_t* x, int64_t count, float input_scale, uint8_t* codes);
-  // out[i] = bf16(float32(decode(codes[i]) · scale)): the W8A16 weight, one rounding.
-  void (*dequantize_e4m3_to_bf16)(const uint8_t* codes, int64_t count, float scale, uint16_t* out);
-  // Runs the whole GEMM, multithreaded on the global thread pool where the
-  // variant is parallel. Arguments are validated by the caller.
-  void (*gemm)(const GemmArgs& args);
-};
-
-// Every variant compiled into this binary, "ref" first.
-std::span<const KernelSet> kernel_variants();
-// The variant named `name`; throws stepmix::Error if unknown or unsupported here.
-const KernelSet& kernel_variant(const std::string& name);
-// The variant chosen once at start-up: STEPMIX_ISA if set (error if the CPU
-// cannot run it), else the fastest supported one.
-const KernelSet& active_kernels();
 
 // The reference variant's functions, also used directly by other variants for
 // cases they do not specialise.

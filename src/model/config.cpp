@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/json_input.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -12,8 +13,10 @@ namespace {
 using json = nlohmann::json;
 
 // Keys Diffusers writes for Cosmos3OmniTransformer. Those stepmix does not
-// use (training-only, sound/action, pipeline-side mRoPE settings, metadata)
-// are accepted silently; anything else earns a warning.
+// use (training-only, the sizes of the sound/action heads, pipeline-side
+// mRoPE settings, metadata) are accepted silently; the ones that would change
+// the model (_class_name, rope_scaling, sound_gen, action_gen) are checked in
+// parse_cosmos3_config; anything else earns a warning.
 const std::set<std::string>& known_keys() {
   static const std::set<std::string> keys = {"_class_name",
                                              "_diffusers_version",
@@ -60,6 +63,10 @@ const std::set<std::string>& known_keys() {
 // before the tensors are compared with the config.
 constexpr int64_t kMaxConfigSize = int64_t(1) << 24;
 
+// The transformer class this runtime implements (Diffusers' name, which the
+// goldens and the embedded model carry).
+constexpr const char* kTransformerClass = "Cosmos3OmniTransformer";
+
 class ConfigReader {
  public:
   ConfigReader(const json& config, const std::string& path) : config_(config), path_(path) {}
@@ -68,22 +75,35 @@ class ConfigReader {
     throw Error("model", path_ + ": " + key + ": " + message);
   }
 
-  // Absent or null keeps the default.
+  // The value of `key`, or nullptr when absent. Null is returned as null:
+  // only the keys documented as nullable accept it (nullable()).
   const json* value(const std::string& key) const {
     auto it = config_.find(key);
-    return (it == config_.end() || it->is_null()) ? nullptr : &*it;
+    return it == config_.end() ? nullptr : &*it;
+  }
+  const json* nullable(const std::string& key) const {
+    const json* v = value(key);
+    return v && v->is_null() ? nullptr : v;
   }
 
-  void read_positive(const std::string& key, int64_t& out) const {
-    if (const json* v = value(key)) {
-      if (!v->is_number_integer()) fail(key, "expected a positive integer, got " + v->dump());
-      out = v->get<int64_t>();
+  // Sizes define the architecture: they are read from the file, never taken
+  // from a default (a missing hidden_size would otherwise become Nano's 4096
+  // and fail much later, on a tensor shape).
+  void read_size(const std::string& key, int64_t& out) const {
+    const json* v = value(key);
+    if (!v) fail(key, "missing; expected a positive integer (sizes are never defaulted)");
+    if (const auto n = json_integer_in(*v, 1, kMaxConfigSize)) {
+      out = *n;
+      return;
     }
-    if (out <= 0) fail(key, "expected a positive integer, got " + std::to_string(out));
-    if (out > kMaxConfigSize)
-      fail(key, std::to_string(out) + " exceeds the limit of " + std::to_string(kMaxConfigSize));
+    // Out of range: quoted as written, not as a wrapped int64.
+    if (json_integer_in(*v, 1, INT64_MAX) || v->is_number_unsigned())
+      fail(key, v->dump() + " exceeds the limit of " + std::to_string(kMaxConfigSize));
+    fail(key, "expected a positive integer, got " + v->dump());
   }
 
+  // Absent keeps the Diffusers default; null is an error (Diffusers would
+  // pass None through, which means something else than the default).
   void read_number(const std::string& key, double& out) const {
     if (const json* v = value(key)) {
       if (!v->is_number()) fail(key, "expected a number, got " + v->dump());
@@ -98,26 +118,50 @@ class ConfigReader {
     }
   }
 
+  // A feature flag stepmix does not implement: absent, null or false only.
+  void require_off(const std::string& key, const std::string& feature) const {
+    const json* v = nullable(key);
+    if (!v || *v == false) return;
+    if (!v->is_boolean()) fail(key, "expected true or false, got " + v->dump());
+    fail(key, "true: " + feature + " is not implemented; stepmix refuses a checkpoint that declares it");
+  }
+
   // rope_axes_dim, else rope_scaling.mrope_section, else the default.
   void read_rope_axes(std::array<int64_t, 3>& out) const {
-    std::string key = "rope_axes_dim";
-    const json* v = value(key);
-    if (!v) {
-      if (const json* scaling = value("rope_scaling")) {
-        if (!scaling->is_object()) fail("rope_scaling", "expected an object or null, got " + scaling->dump());
-        auto it = scaling->find("mrope_section");
-        if (it != scaling->end() && !it->is_null()) {
-          key = "rope_scaling.mrope_section";
-          v = &*it;
+    const json* scaling = nullable("rope_scaling");
+    const json* section = nullptr;
+    if (scaling) {
+      // Only the legacy holder of the interleaved mRoPE section is the
+      // rotary embedding implemented here; any other scaling (a factor, YaRN,
+      // linear, dynamic) would change every position and is refused.
+      if (!scaling->is_object()) fail("rope_scaling", "expected an object or null, got " + scaling->dump());
+      for (const auto& [k, v] : scaling->items()) {
+        if (k == "mrope_section") {
+          if (!v.is_null()) section = &v;
+        } else if (k == "rope_type") {
+          if (v != "default")
+            fail("rope_scaling.rope_type", "expected \"default\" (other RoPE scalings are not implemented), got " +
+                                               v.dump());
+        } else if (k == "mrope_interleaved") {
+          if (v != true)
+            fail("rope_scaling.mrope_interleaved", "expected true (the interleaved T/H/W layout), got " + v.dump());
+        } else {
+          fail("rope_scaling." + k, "not implemented (accepted: rope_type \"default\", mrope_interleaved true, "
+                                    "mrope_section); got " + v.dump());
         }
       }
     }
+    const json* axes = nullable("rope_axes_dim");
+    if (axes && section && *axes != *section)
+      fail("rope_scaling.mrope_section", section->dump() + " disagrees with rope_axes_dim " + axes->dump());
+    std::string key = axes ? "rope_axes_dim" : "rope_scaling.mrope_section";
+    const json* v = axes ? axes : section;
     if (!v) return;
     if (!v->is_array() || v->size() != 3) fail(key, "expected three integers [T, H, W], got " + v->dump());
     for (std::size_t i = 0; i < 3; ++i) {
-      if (!(*v)[i].is_number_integer() || (*v)[i].get<int64_t>() < 0)
-        fail(key, "expected three non-negative integers [T, H, W], got " + v->dump());
-      out[i] = (*v)[i].get<int64_t>();
+      const auto n = json_integer_in((*v)[i], 0, INT64_MAX);
+      if (!n) fail(key, "expected three non-negative integers [T, H, W], got " + v->dump());
+      out[i] = *n;
     }
   }
 
@@ -144,16 +188,22 @@ ParsedCosmos3Config parse_cosmos3_config(const json& config, const std::string& 
   ParsedCosmos3Config parsed;
   Cosmos3Config& c = parsed.config;
 
-  r.read_positive("hidden_size", c.hidden_size);
-  r.read_positive("intermediate_size", c.intermediate_size);
-  r.read_positive("num_hidden_layers", c.num_hidden_layers);
-  r.read_positive("num_attention_heads", c.num_attention_heads);
-  r.read_positive("num_key_value_heads", c.num_key_value_heads);
-  r.read_positive("head_dim", c.head_dim);
-  r.read_positive("vocab_size", c.vocab_size);
-  r.read_positive("latent_channel", c.latent_channel);
-  r.read_positive("latent_patch_size", c.latent_patch_size);
-  r.read_positive("patch_latent_dim", c.patch_latent_dim);
+  if (const json* cls = r.value("_class_name"); cls && *cls != kTransformerClass)
+    r.fail("_class_name", std::string("expected \"") + kTransformerClass + "\" (the Cosmos3 transformer), got " +
+                              cls->dump());
+  r.require_off("sound_gen", "sound generation");
+  r.require_off("action_gen", "action generation");
+
+  r.read_size("hidden_size", c.hidden_size);
+  r.read_size("intermediate_size", c.intermediate_size);
+  r.read_size("num_hidden_layers", c.num_hidden_layers);
+  r.read_size("num_attention_heads", c.num_attention_heads);
+  r.read_size("num_key_value_heads", c.num_key_value_heads);
+  r.read_size("head_dim", c.head_dim);
+  r.read_size("vocab_size", c.vocab_size);
+  r.read_size("latent_channel", c.latent_channel);
+  r.read_size("latent_patch_size", c.latent_patch_size);
+  r.read_size("patch_latent_dim", c.patch_latent_dim);
   r.read_bool("attention_bias", c.attention_bias);
   r.read_bool("qk_norm_for_text", c.qk_norm_for_text);
   r.read_bool("use_und_k_norm_for_gen", c.use_und_k_norm_for_gen);

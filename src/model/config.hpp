@@ -1,6 +1,6 @@
 // Cosmos3OmniTransformer architecture from transformer/config.json
-// (shared spec cosmos3-transformer.md §1). Defaults are the Diffusers
-// defaults (= Nano); every size is read from the file, never assumed.
+// as Diffusers writes it. Every size is read from the file, never
+// assumed; the other keys default to Diffusers' defaults (= Nano) when absent.
 #pragma once
 
 #include <array>
@@ -44,7 +44,7 @@ struct Cosmos3Config {
   bool has_gate_proj() const { return hidden_act == HiddenAct::SiLU; }
   // Understanding keys get an extra norm before the generation stream reads them.
   bool has_und_k_norm_for_gen() const { return !qk_norm_for_text && use_und_k_norm_for_gen; }
-  // Axis of each of the D/2 rotary frequency slots (spec §5).
+  // Axis of each of the D/2 rotary frequency slots (interleaved T, H, W).
   std::vector<RopeAxis> rope_slot_axes() const;
 };
 
@@ -53,10 +53,16 @@ struct ParsedCosmos3Config {
   std::vector<std::string> warnings;  // unknown keys, one line each
 };
 
-// Parses and validates (spec §1): hidden_act ∈ {silu, relu2}, Hq % Hkv == 0,
+// Parses and validates: hidden_act ∈ {silu, relu2}, Hq % Hkv == 0,
 // patch_latent_dim == p²·C, 3·rope_axes_dim[1|2] ≤ D/2, T slot count ==
-// rope_axes_dim[0], positive sizes of at most 2^24, even head_dim. Throws stepmix::Error
-// ("model") naming config_path, the key, the value and what is accepted.
+// rope_axes_dim[0], even head_dim. Fail closed on what would change the
+// model: the ten sizes must be present (positive integers of at most 2^24,
+// never defaulted), null is accepted only for rope_axes_dim, rope_scaling and
+// the sound/action sizes, _class_name (when given) must be
+// Cosmos3OmniTransformer, sound_gen and action_gen must be off, and
+// rope_scaling may only be the legacy holder of the interleaved mRoPE
+// section. Throws stepmix::Error ("model") naming config_path, the key, the
+// value as written and what is accepted.
 ParsedCosmos3Config parse_cosmos3_config(const nlohmann::json& config, const std::string& config_path);
 
 }  // namespace stepmix

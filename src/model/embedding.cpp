@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/numerics.hpp"
+
 namespace stepmix {
 
 std::vector<float> patchify(const float* latent, const PatchGrid& grid) {
@@ -61,6 +63,18 @@ std::vector<float> timestep_sinusoid(const std::vector<float>& timesteps, double
     }
   }
   return out;
+}
+
+std::vector<float> embed_text(const TensorView& table, const std::vector<int64_t>& ids, int64_t E) {
+  const int64_t L = int64_t(ids.size());
+  std::vector<float> rows(std::size_t(L * E));  // [L, E]
+  for (int64_t i = 0; i < L; ++i) {
+    const int64_t row = ids[std::size_t(i)] * E;
+    for (int64_t e = 0; e < E; ++e)
+      rows[std::size_t(i * E + e)] =
+          table.dtype == DType::BF16 ? bf16_to_float(table.as<uint16_t>()[row + e]) : table.as<float>()[row + e];
+  }
+  return rows;
 }
 
 }  // namespace stepmix

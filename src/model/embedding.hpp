@@ -1,23 +1,16 @@
-// Input packing and output unpacking of the vision stream (shared spec
-// cosmos3-transformer.md §4, §8): latent patchify/unpatchify and the
+// Input packing and output unpacking of the vision stream: latent
+// patchify/unpatchify, the text embedding rows and the
 // timestep sinusoid.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "core/vision_tokens.hpp"
+#include "core/tensor.hpp"
+
 namespace stepmix {
 
-// Geometry of one vision latent [1, C, T, H, W] with spatial patch p.
-struct PatchGrid {
-  int64_t channels = 0, frames = 0, height = 0, width = 0, patch = 1;
-
-  int64_t patches_h() const { return (height + patch - 1) / patch; }  // Hp = ⌈H/p⌉
-  int64_t patches_w() const { return (width + patch - 1) / patch; }   // Wp = ⌈W/p⌉
-  int64_t tokens_per_frame() const { return patches_h() * patches_w(); }
-  int64_t tokens() const { return frames * tokens_per_frame(); }  // Nv
-  int64_t features() const { return patch * patch * channels; }   // p·p·C
-};
 
 // latent: [C, T, H, W] → patches: [T·Hp·Wp, p·p·C]. H/W not divisible by p
 // are zero-padded at the bottom/right. Tokens are t-major, then h, then w;
@@ -32,7 +25,10 @@ std::vector<float> unpatchify(const float* patches, const PatchGrid& grid, const
 // timesteps: [n] scheduler timesteps → [n, 256]: τ = float32(t) ·
 // float32(timestep_scale), a_j = τ · exp(-ln(10000)·j/128) in float32,
 // [cos(a_0..a_127), sin(a_0..a_127)] (flip_sin_to_cos, shift 0).
-inline constexpr int64_t kTimestepChannels = 256;
 std::vector<float> timestep_sinusoid(const std::vector<float>& timesteps, double timestep_scale);
+
+// ids: [L] token ids → [L, E] float32 rows of the embedding table [vocab, E]
+// (BF16 widened exactly, or F32). Ids are checked by the caller.
+std::vector<float> embed_text(const TensorView& table, const std::vector<int64_t>& ids, int64_t hidden_size);
 
 }  // namespace stepmix

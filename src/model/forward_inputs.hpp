@@ -1,5 +1,5 @@
-// Inputs of one Cosmos3 transformer call for vision generation (shared spec
-// cosmos3-transformer.md §3), their validation, and the safetensors layout
+// Inputs of one Cosmos3 transformer call for vision generation, their
+// validation, and the safetensors layout
 // the goldens and `stepmix forward --inputs` use.
 #pragma once
 

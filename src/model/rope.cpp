@@ -40,22 +40,4 @@ RopeTables build_rope_tables(const Cosmos3Config& config, const float* position_
   return tables;
 }
 
-void apply_rotary(float* x, int64_t rows, int64_t heads, int64_t head_dim, const float* cos, const float* sin) {
-  const int64_t half = head_dim / 2;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* c = cos + r * head_dim;
-    const float* s = sin + r * head_dim;
-    for (int64_t h = 0; h < heads; ++h) {
-      float* v = x + (r * heads + h) * head_dim;
-      for (int64_t j = 0; j < half; ++j) {
-        const float first = v[j];
-        const float second = v[j + half];
-        // Two products and one sum, each rounded, as the reference evaluates them.
-        v[j] = first * c[j] + (-second) * s[j];
-        v[j + half] = second * c[j + half] + first * s[j + half];
-      }
-    }
-  }
-}
-
 }  // namespace stepmix

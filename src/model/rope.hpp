@@ -1,4 +1,4 @@
-// Interleaved 3-axis mRoPE (shared spec cosmos3-transformer.md §5).
+// Interleaved 3-axis mRoPE: the cos/sin tables of the joint sequence.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +30,7 @@ struct RopeTables {
 // repeated for the second half of the head (emb = [ang, ang]).
 RopeTables build_rope_tables(const Cosmos3Config& config, const float* position_ids, int64_t sequence_length);
 
-// x: [rows, heads, D], rotated in place with cos/sin: [rows, D] (shared by
-// all heads): x·cos + rotate_half(x)·sin, rotate_half(x) = [-x[D/2:], x[:D/2]].
-void apply_rotary(float* x, int64_t rows, int64_t heads, int64_t head_dim, const float* cos, const float* sin);
+// The rotation itself (x·cos + rotate_half(x)·sin) is a kernel:
+// kernels::head_norm_rotary (src/kernels/pointwise.hpp).
 
 }  // namespace stepmix

@@ -5,7 +5,7 @@
 namespace stepmix {
 
 bool UnderstandingKey::operator==(const UnderstandingKey& other) const {
-  return reasoner_mode == other.reasoner_mode && activation == other.activation && input_ids == other.input_ids &&
+  return reasoner == other.reasoner && activation == other.activation && input_ids == other.input_ids &&
          positions.size() == other.positions.size() &&
          std::memcmp(positions.data(), other.positions.data(), positions.size() * sizeof(float)) == 0;
 }

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <set>
 
 #include "core/numerics.hpp"
+#include "quant/scale_bounds.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -21,7 +24,7 @@ class WeightBinder {
 
   [[noreturn]] void fail(const std::string& message) const { throw Error("model", store_.folder() + ": " + message); }
 
-  const TensorView& tensor(const std::string& name, const ExpectedShape& expected) const {
+  const TensorView& tensor(const std::string& name, const ExpectedShape& expected) {
     const TensorView* t = store_.find(name);
     if (!t)
       fail("missing tensor '" + name + "' (expected shape " + shape_to_string(expected.dims) + " " + expected.meaning +
@@ -29,10 +32,11 @@ class WeightBinder {
     if (t->shape != expected.dims)
       fail("tensor '" + name + "' has shape " + shape_to_string(t->shape) + ", expected " +
            shape_to_string(expected.dims) + " " + expected.meaning);
+    used_.insert(name);
     return *t;
   }
 
-  const TensorView& float_tensor(const std::string& name, const ExpectedShape& expected) const {
+  const TensorView& float_tensor(const std::string& name, const ExpectedShape& expected) {
     const TensorView& t = tensor(name, expected);
     if (t.dtype != DType::BF16 && t.dtype != DType::F32)
       fail("tensor '" + name + "' is " + std::string(dtype_name(t.dtype)) + ", expected BF16 or F32");
@@ -40,7 +44,7 @@ class WeightBinder {
   }
 
   // A norm weight [n], widened to float32.
-  std::vector<float> vector(const std::string& name, int64_t n, const std::string& meaning) const {
+  std::vector<float> vector(const std::string& name, int64_t n, const std::string& meaning) {
     const TensorView& t = float_tensor(name, {{n}, meaning});
     std::vector<float> out(static_cast<std::size_t>(n));
     for (int64_t i = 0; i < n; ++i)
@@ -56,7 +60,7 @@ class WeightBinder {
     LinearWeights w{module, weight, std::nullopt, std::nullopt, std::nullopt};
     const bool fp8 = weight.dtype == DType::F8_E4M3;
     if (fp8) {
-      if (!tower) fail("tensor '" + weight_name + "' is F8_E4M3, but " + module + " is never quantized (spec §9)");
+      if (!tower) fail("tensor '" + weight_name + "' is F8_E4M3, but " + module + " is never quantized (only the governed Linears of the two towers may be FP8)");
       w.weight_scale = scale(module + ".weight_scale");
       w.input_scale = scale(module + ".input_scale");
     } else if (weight.dtype != DType::BF16 && weight.dtype != DType::F32) {
@@ -71,22 +75,64 @@ class WeightBinder {
 
   const GovernedCounts& governed() const { return governed_; }
 
+  // Every tensor must be bound by now, apart from the text head. A tensor
+  // nothing reads means the checkpoint and the config disagree (a layer
+  // beyond num_hidden_layers, a module of another architecture, a sound or
+  // action head, whose config flags are refused): fail rather than run a
+  // different model than the file describes.
+  void require_every_tensor_used(const Cosmos3Config& c) {
+    if (const TensorView* head = store_.find("lm_head.weight")) {
+      // Unused for generation, but a wrong shape says the config is wrong.
+      if (head->shape != std::vector<int64_t>{c.vocab_size, c.hidden_size})
+        fail("tensor 'lm_head.weight' has shape " + shape_to_string(head->shape) + ", expected " +
+             shape_to_string({c.vocab_size, c.hidden_size}) + " [vocab_size, hidden_size]");
+      used_.insert("lm_head.weight");
+    }
+    std::vector<std::string> unused;
+    int64_t beyond_layers = 0;
+    for (const std::string& name : store_.names()) {
+      if (used_.count(name)) continue;
+      unused.push_back(name);
+      if (name.rfind("layers.", 0) == 0) {
+        const std::string index = name.substr(7, name.find('.', 7) - 7);
+        if (!index.empty() && index.size() < 10 && index.find_first_not_of("0123456789") == std::string::npos &&
+            std::stoll(index) >= c.num_hidden_layers)
+          ++beyond_layers;
+      }
+    }
+    if (unused.empty()) return;
+    std::string list;
+    for (std::size_t i = 0; i < std::min<std::size_t>(unused.size(), 5); ++i)
+      list += (i ? ", '" : "'") + unused[i] + "'";
+    if (unused.size() > 5) list += ", ...";
+    std::string why;
+    if (beyond_layers > 0)
+      why = "; " + std::to_string(beyond_layers) + " of them belong to layers beyond num_hidden_layers = " +
+            std::to_string(c.num_hidden_layers);
+    fail(std::to_string(unused.size()) + " tensor" + (unused.size() == 1 ? " is" : "s are") +
+         " not used by the model the config describes (" + list + ")" + why +
+         "; expected exactly the tensors of a Cosmos3 transformer (plus lm_head.weight)");
+  }
+
  private:
-  float scale(const std::string& name) const {
+  float scale(const std::string& name) {
     const TensorView* t = store_.find(name);
     if (!t) fail("missing tensor '" + name + "' (an F8_E4M3 weight needs a scalar F32 scale)");
     if (t->dtype != DType::F32 || t->numel() != 1)
       fail("tensor '" + name + "' is " + std::string(dtype_name(t->dtype)) + " " + shape_to_string(t->shape) +
            ", expected one F32 element");
-    const float v = t->as<float>()[0];
+    float v;
+    std::memcpy(&v, t->data, sizeof v);
     // Linear checks this too; here the message names the checkpoint folder.
-    if (!std::isfinite(v) || !(v > 0)) fail("tensor '" + name + "' must be finite and > 0, got " + std::to_string(v));
+    if (const auto problem = fp8_scale_problem(v)) fail("tensor '" + name + "' " + *problem);
+    used_.insert(name);
     return v;
   }
 
   const TensorStore& store_;
   WeightCache cache_;
   GovernedCounts governed_;
+  std::set<std::string> used_;  // canonical names bound so far
 };
 
 MlpWeights load_mlp(WeightBinder& b, const std::string& prefix, const Cosmos3Config& c) {
@@ -166,6 +212,7 @@ Cosmos3Weights load_cosmos3_weights(const TensorStore& store, const Cosmos3Confi
       b.governed(),
       store.files(),
   };
+  b.require_every_tensor_used(c);
   return w;
 }
 

@@ -1,7 +1,8 @@
-// The tensors of a Cosmos3 transformer checkpoint (shared spec
-// cosmos3-transformer.md §2), bound to the layers that use them. Linear
+// The tensors of a Cosmos3 transformer checkpoint (docs/design.md, "The
+// checkpoint"), bound to the layers that use them. Linear
 // weights stay memory-mapped views; only the small norm vectors are widened
-// to float32. lm_head and the sound/action tensors are never looked up.
+// to float32. lm_head is accepted (shape-checked) but never read; any other
+// tensor the model does not bind is an error.
 #pragma once
 
 #include <memory>
@@ -55,8 +56,10 @@ struct Cosmos3Weights {
 
 // Binds every tensor the vision forward needs; throws stepmix::Error
 // ("model") naming the tensor and the expected and actual shape or dtype.
-// Governed Linears may be F8_E4M3 (with scalar F32 weight_scale/input_scale)
-// or 16/32-bit; everything else must be BF16 or F32.
+// Governed Linears may be F8_E4M3 (with scalar F32 weight_scale/input_scale
+// within quant/scale_bounds.hpp) or 16/32-bit; everything else must be BF16
+// or F32. A tensor left unbound (beyond num_hidden_layers, an unknown name, a
+// sound/action head) is an error listing the first five and the count.
 Cosmos3Weights load_cosmos3_weights(const TensorStore& store, const Cosmos3Config& config, WeightCache cache);
 
 }  // namespace stepmix

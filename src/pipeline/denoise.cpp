@@ -4,15 +4,6 @@
 
 namespace stepmix {
 
-LinearMode linear_mode_for(Precision p) {
-  switch (p) {
-    case Precision::BF16: return LinearMode::Dense;
-    case Precision::W8A16: return LinearMode::W8A16;
-    case Precision::W8A8: return LinearMode::W8A8;
-  }
-  return LinearMode::Dense;
-}
-
 DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& scheduler, StepController& controller,
                       const DenoiseRequest& request, const SequenceSettings& settings, DenoiseObserver* observer,
                       const std::atomic<bool>* cancel) {
@@ -45,8 +36,7 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
   auto run_scope = controller.run_scope();  // resets to native on every exit path
   for (int i = 0; i < N; ++i) {
     controller.begin_step(i);
-    const LinearMode gen = linear_mode_for(controller.generation());
-    const LinearMode rea = linear_mode_for(controller.reasoner());
+    const ForwardOptions options{controller.generation(), controller.reasoner(), request.activations};
     if (observer) observer->on_step_begin(i, N, controller.generation(), controller.reasoner());
     const double t = scheduler.timesteps()[std::size_t(i)];
 
@@ -55,7 +45,7 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
       in.timesteps.assign(1, float(t));
       if (observer) observer->on_pass(i, pass);
       ++result.transformer_calls;
-      return transformer.forward(in, gen, rea).data;
+      return transformer.forward(in, options).data;
     };
     const std::vector<float> v_cond = run_pass(cond, CfgPass::Conditional);
     std::vector<float> v_uncond;

@@ -1,6 +1,6 @@
-// The denoising loop (shared spec cosmos3-pipeline.md §10): per iteration,
-// pick the precision once, run the conditional and (with CFG) the
-// unconditional pass, guide, and step the scheduler. The latent state stays in
+// The denoising loop: per iteration, pick the precision once, run the
+// conditional and (with CFG) the unconditional pass, guide
+// (v = v_u + g·(v_c − v_u)), and step the scheduler. The latent state stays in
 // FP32 between steps.
 #pragma once
 
@@ -12,7 +12,7 @@
 #include "model/transformer.hpp"
 #include "pipeline/sequence.hpp"
 #include "sched/scheduler.hpp"
-#include "stepmix/error.hpp"
+#include "stepmix/model.hpp"
 #include "stepmix/policy.hpp"
 
 namespace stepmix {
@@ -26,6 +26,7 @@ struct DenoiseRequest {
   double fps = 24.0;
   double guidance = 1.0;            // 1 disables CFG (one pass per iteration)
   std::vector<float> noise;         // initial latent, [1, C, T, H, W]
+  ActivationDType activations = ActivationDType::F32;
 };
 
 // Optional hooks into the loop (progress, tests, calibration).
@@ -41,16 +42,6 @@ class DenoiseObserver {
                            const std::vector<float>& v_guided, const std::vector<float>& latent) {}
 };
 
-// Thrown when `cancel` becomes true: the loop stops after the current step.
-class Cancelled : public Error {
- public:
-  Cancelled(int steps_done, int num_steps)
-      : Error("generate", "cancelled after step " + std::to_string(steps_done) + " of " + std::to_string(num_steps) +
-                              "; nothing was written"),
-        steps_done(steps_done) {}
-  int steps_done;
-};
-
 struct DenoiseResult {
   std::vector<float> latent;         // final latent [1, C, T, H, W]
   std::vector<Precision> trace;      // generation precision per iteration
@@ -58,11 +49,10 @@ struct DenoiseResult {
   int transformer_calls = 0;
 };
 
-// The arithmetic a governed Linear runs for a step precision.
-LinearMode linear_mode_for(Precision p);
-
 // Runs the loop with `scheduler` set to the controller's N steps. The
-// controller is reset when the loop ends, also on error or cancellation.
+// controller is reset when the loop ends, also on error or cancellation;
+// when `cancel` becomes true the loop stops after the current step and
+// throws Cancelled (stepmix/model.hpp).
 DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& scheduler, StepController& controller,
                       const DenoiseRequest& request, const SequenceSettings& settings,
                       DenoiseObserver* observer = nullptr, const std::atomic<bool>* cancel = nullptr);

@@ -74,10 +74,11 @@ std::array<int64_t, 4> latent_shape_for(const GeometryRequest& r, const ModelDir
   if (r.latent_shape) {
     if (r.height || r.width || r.frames)
       throw Error("generate", "--latent-shape conflicts with --height/--width/--frames");
-    const auto s = parse_id_list(*r.latent_shape, "--latent-shape");
-    if (s.size() != 4 || s[0] != channels || s[1] < 1 || s[2] < 1 || s[3] < 1)
+    const auto s = *r.latent_shape;
+    if (s[0] != channels || s[1] < 1 || s[2] < 1 || s[3] < 1)
       throw Error("generate", "--latent-shape: expected C,T,H,W with C = " + std::to_string(channels) +
-                                  " (the model's latent_channel) and positive T, H, W; got " + *r.latent_shape);
+                                  " (the model's latent_channel) and positive T, H, W; got " + std::to_string(s[0]) +
+                                  "," + std::to_string(s[1]) + "," + std::to_string(s[2]) + "," + std::to_string(s[3]));
     return check_size({s[0], s[1], s[2], s[3]});
   }
   const int frames = r.frames.value_or(1);
@@ -119,13 +120,71 @@ sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const Mod
   return config;
 }
 
-std::vector<int64_t> PromptEncoder::encode(const std::string& text) {
-  if (!tokenizer_) {
+PromptGeometry prompt_geometry_for(const GeometryRequest& r, const std::array<int64_t, 4>& shape,
+                                   const ModelDirectory& dir, double fps, std::optional<bool> use_system_prompt) {
+  const auto [C, T, H, W] = shape;
+  PromptGeometry g;
+  const bool pixels = is_pixel_space(dir);
+  g.height = r.height ? *r.height : pixels ? H : 16 * H;
+  g.width = r.width ? *r.width : pixels ? W : 16 * W;
+  g.frames = r.frames ? *r.frames : pixels ? T : 4 * (T - 1) + 1;
+  g.fps = fps;
+  g.use_system_prompt = use_system_prompt;
+  return g;
+}
+
+text::PromptModel& PromptEncoder::model() {
+  if (!model_) {
     if (!dir_.tokenizer_path)
       throw Error("generate", dir_.root + " has no text_tokenizer/tokenizer.json; pass token ids with --prompt-ids");
-    tokenizer_ = Tokenizer::from_file(*dir_.tokenizer_path);
+    model_ = text::PromptModel::open(dir_.root);
   }
-  return tokenizer_->understanding_prefix(text);
+  return *model_;
+}
+
+namespace {
+
+text::Cosmos3PromptRequest prompt_request(const std::string& prompt, const std::string& negative,
+                                          const PromptGeometry& g) {
+  text::Cosmos3PromptRequest r;
+  r.prompt = prompt;
+  r.negative_prompt = negative;
+  r.height = g.height;
+  r.width = g.width;
+  r.num_frames = g.frames;
+  r.fps = g.fps;
+  r.use_system_prompt = g.use_system_prompt;
+  return r;
+}
+
+}  // namespace
+
+std::vector<int64_t> PromptEncoder::encode(const std::string& text, const PromptGeometry& geometry) {
+  const text::PromptModel& m = model();
+  if (!m.is_cosmos3_chat()) return m.understanding_prefix(text);
+  return m.build(prompt_request(text, "", geometry)).positive_ids;
+}
+
+EncodedPrompts PromptEncoder::encode_pair(const std::optional<std::string>& prompt, const std::string& negative,
+                                          bool with_uncond, const PromptGeometry& geometry) {
+  const text::PromptModel& m = model();
+  EncodedPrompts e;
+  if (!m.is_cosmos3_chat()) {
+    if (prompt) e.cond = m.understanding_prefix(*prompt);
+    if (with_uncond) e.uncond = m.understanding_prefix(negative);
+    return e;
+  }
+  // The negative prefix does not depend on the positive text.
+  const text::Cosmos3Prompt built = m.build(prompt_request(prompt.value_or(""), negative, geometry));
+  if (prompt) {
+    e.cond = built.positive_ids;
+    e.cond_rendered_bytes = built.positive_rendered.size();
+  }
+  if (with_uncond) {
+    e.uncond = built.negative_ids;
+    e.uncond_rendered_bytes = built.negative_rendered.size();
+  }
+  return e;
 }
 
 }  // namespace stepmix

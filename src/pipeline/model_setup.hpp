@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "io/checkpoint.hpp"
-#include "io/tokenizer.hpp"
 #include "sched/config.hpp"
+#include "stepmix/model.hpp"
+#include "text/prompt_model.hpp"
 
 namespace stepmix {
 
@@ -29,11 +30,11 @@ ModelDefaults read_model_defaults(const ModelDirectory& dir);
 bool is_pixel_space(const ModelDirectory& dir);
 
 struct GeometryRequest {
-  std::optional<std::string> latent_shape;  // "C,T,H,W"
+  std::optional<std::array<int64_t, 4>> latent_shape;  // C, T, H, W
   std::optional<int> height, width, frames;
 };
 // {C, T, H, W}. Pixel-space models: T = frames, H/W = pixels. VAE models:
-// 16x spatial and 4x temporal compression (cosmos3-pipeline.md §5).
+// 16x spatial and 4x temporal compression.
 std::array<int64_t, 4> latent_shape_for(const GeometryRequest& request, const ModelDirectory& dir, int64_t channels,
                                         const ModelDefaults& defaults);
 
@@ -43,23 +44,54 @@ struct SchedulerRequest {
   std::optional<double> flow_shift;
 };
 // The model's scheduler (or config_file, or UniPC with flow_shift 10 for
-// video / 3 for images), Karras forced off as the pipeline does (§9), then the
-// request's kind and flow_shift.
+// video / 3 for images), Karras forced off as the Cosmos3 pipeline does
+// (docs/schedulers.md §1), then the request's kind and flow_shift.
 sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& request, const ModelDirectory& dir, bool video);
 
-// "1,2,3" -> ids; throws naming `option` on anything else.
-std::vector<int64_t> parse_id_list(const std::string& text, const std::string& option);
 
-// Loads text_tokenizer/tokenizer.json (tokenizer/ as fallback) once.
+// The run a prompt is built for: Cosmos3 checkpoints append sentences on the
+// resolution and duration to the prompt and pick the image or video system
+// prompt (text/prompt_model.hpp).
+struct PromptGeometry {
+  int64_t height = 0, width = 0;  // pixels
+  int64_t frames = 1;             // 1 = image
+  double fps = 24.0;
+  std::optional<bool> use_system_prompt;  // unset: the model's default
+};
+
+struct EncodedPrompts {
+  std::vector<int64_t> cond, uncond;  // uncond empty unless asked for
+  // Bytes of the rendered chat texts (Cosmos3 checkpoints only).
+  std::optional<std::size_t> cond_rendered_bytes, uncond_rendered_bytes;
+};
+
+// The pixel geometry a latent shape {C, T, H, W} stands for (the request's
+// height/width/frames when it gave them).
+PromptGeometry prompt_geometry_for(const GeometryRequest& request, const std::array<int64_t, 4>& latent_shape,
+                                   const ModelDirectory& dir, double fps, std::optional<bool> use_system_prompt);
+
+// Prompt texts → understanding ids with the model's tokenizer
+// (text_tokenizer/tokenizer.json, tokenizer/ as fallback), loaded once on
+// first use: a plain model (WordLevel, bare prompts) encodes the text and
+// appends eos and <|vision_start|>; a Cosmos3 chat model builds the prompt
+// as the Diffusers pipeline does (sentences, system prompt, chat template).
 class PromptEncoder {
  public:
   explicit PromptEncoder(const ModelDirectory& dir) : dir_(dir) {}
-  // The understanding prefix of a text prompt.
-  std::vector<int64_t> encode(const std::string& text);
+  bool has_tokenizer() const { return dir_.tokenizer_path.has_value(); }
+
+  // The conditional prefix of one prompt.
+  std::vector<int64_t> encode(const std::string& text, const PromptGeometry& geometry);
+  // Both prefixes of a CFG run: `prompt` unset when the conditional prefix is
+  // given as ids (only the unconditional one is built then).
+  EncodedPrompts encode_pair(const std::optional<std::string>& prompt, const std::string& negative_prompt,
+                             bool with_uncond, const PromptGeometry& geometry);
 
  private:
+  text::PromptModel& model();
+
   const ModelDirectory& dir_;
-  std::optional<Tokenizer> tokenizer_;
+  std::optional<text::PromptModel> model_;
 };
 
 }  // namespace stepmix

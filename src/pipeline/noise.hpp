@@ -1,8 +1,8 @@
 // Seeded standard-normal noise for the initial latent. stepmix's own
 // generator (xoshiro256** seeded through splitmix64, Box–Muller in double):
 // the same seed gives the same bits on every run and machine with the same
-// libm. Bit-parity with PyTorch's generator is not a goal (spec
-// cosmos3-pipeline.md §8); parity tests pass the noise in a file instead.
+// libm. Bit-parity with PyTorch's generator is not a goal;
+// parity tests pass the noise in a file instead.
 #pragma once
 
 #include <cstdint>

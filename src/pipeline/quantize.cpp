@@ -18,6 +18,7 @@
 #include "pipeline/noise.hpp"
 #include "quant/governed.hpp"
 #include "stepmix/error.hpp"
+#include "stepmix/tools.hpp"
 
 namespace stepmix {
 namespace fs = std::filesystem;
@@ -196,6 +197,66 @@ QuantizeReport quantize_checkpoint(const QuantizeSettings& s) {
     throw;
   }
   return report;
+}
+
+namespace {
+
+// One prompt per line: text, or "ids:1,2,3" for a complete prefix. Blank
+// lines and lines starting with '#' are skipped.
+std::vector<std::vector<int64_t>> read_calibration_prompts(const std::string& path, PromptEncoder& encoder,
+                                                           const PromptGeometry& geometry) {
+  std::ifstream in(path);
+  if (!in) throw Error("quantize", path + ": cannot open");
+  std::vector<std::vector<int64_t>> prompts;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    prompts.push_back(line.rfind("ids:", 0) == 0 ? parse_id_list(line.substr(4), path) : encoder.encode(line, geometry));
+  }
+  if (prompts.empty()) throw Error("quantize", path + ": no prompts");
+  return prompts;
+}
+
+}  // namespace
+
+void quantize(const QuantizeOptions& opt, std::FILE* out) {
+  const ModelDirectory dir = ModelDirectory::open(opt.model_dir);
+  const ModelDefaults defaults = read_model_defaults(dir);
+  PromptEncoder encoder(dir);
+  QuantizeSettings s;
+  s.model_dir = opt.model_dir;
+  s.out_dir = opt.out_dir;
+  s.policy = opt.policy;
+
+  const GenerateRequest& r = opt.request;
+  CalibrationSettings& c = s.calibration;
+  const std::string prompts_file =
+      opt.calib_prompts.value_or((fs::path(dir.root) / "calibration_prompts.txt").string());
+  if (!opt.calib_prompts && !fs::exists(prompts_file))
+    throw Error("quantize", "--calib-prompts FILE is required (" + prompts_file + " does not exist)");
+  c.seeds = opt.calib_seeds;
+  c.steps = r.steps ? *r.steps : defaults.steps.value_or(kCalibrationSteps);
+  c.guidance = r.guidance ? *r.guidance : defaults.guidance.value_or(kCalibrationGuidance);
+  c.fps = r.fps;
+  c.scheduler_config = r.scheduler_config;
+  const int64_t channels = parse_cosmos3_config(dir.config, dir.config_path).config.latent_channel;
+  const GeometryRequest geometry{r.latent_shape, r.height, r.width, r.frames};
+  c.latent_shape = latent_shape_for(geometry, dir, channels, defaults);
+  const PromptGeometry prompt_geometry = prompt_geometry_for(geometry, c.latent_shape, dir, r.fps, r.use_system_prompt);
+  c.prompts = read_calibration_prompts(prompts_file, encoder, prompt_geometry);
+  c.negative_prompt = r.negative_prompt_ids
+                          ? *r.negative_prompt_ids
+                          : encoder.encode_pair(std::nullopt, r.negative_prompt.value_or(""), true, prompt_geometry).uncond;
+
+  const QuantizeReport report = quantize_checkpoint(s);
+  std::fprintf(out, "calibrated %zu governed Linears over %zu prompts x %d seeds x %d steps (%d transformer calls)\n",
+               report.input_amax.size(), c.prompts.size(), c.seeds, c.steps, report.transformer_calls);
+  std::fprintf(out, "policy: %s\n",
+               s.policy ? ("first_last_n " + std::to_string(s.policy->first_steps) + "/" +
+                           std::to_string(s.policy->last_steps) + ", reasoner a16")
+                              .c_str()
+                        : "none (runtime: null)");
+  std::fprintf(out, "wrote %s\n", opt.out_dir.c_str());
 }
 
 }  // namespace stepmix

@@ -1,5 +1,5 @@
 // Post-training quantization of a BF16 Cosmos3 checkpoint into the ModelOpt
-// tensorwise FP8 layout (spec step-policy.md §3, §12.1):
+// tensorwise FP8 layout:
 //   weight_scale s_w = max|W| / 448, weight codes = e4m3(clamp(W / s_w)),
 //   input_scale  s_x = max|x| / 448 with max|x| over every input the Linear
 //   saw while sampling the calibration prompts (every step, both CFG passes),
@@ -18,6 +18,10 @@
 #include "stepmix/policy.hpp"
 
 namespace stepmix {
+
+// Calibration sampling when neither the request nor the model says.
+inline constexpr int kCalibrationSteps = 8;
+inline constexpr double kCalibrationGuidance = 3.0;
 
 struct CalibrationSettings {
   std::vector<std::vector<int64_t>> prompts;  // understanding prefixes (cond passes)
@@ -49,7 +53,7 @@ struct QuantizeReport {
 // saw a non-zero input or has an all-zero weight, or the output exists.
 QuantizeReport quantize_checkpoint(const QuantizeSettings& settings);
 
-// The quantization_config block stepmix writes (spec §3.1); `runtime` is
+// The quantization_config block stepmix writes ; `runtime` is
 // omitted when `with_runtime` is false (the hf_quant_config.json copy).
 nlohmann::json modelopt_fp8_quantization_config(const std::optional<StepPolicy>& policy, bool with_runtime);
 

@@ -1,6 +1,5 @@
 // The joint sequence of one CFG pass: understanding ids, then vision tokens,
-// with the mRoPE position ids the pipeline builds (shared spec
-// cosmos3-pipeline.md §6–§7).
+// with the mRoPE position ids the pipeline builds.
 #pragma once
 
 #include <array>

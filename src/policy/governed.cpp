@@ -1,6 +1,7 @@
-// Which Linears the policy governs (§8.1) and the load-time presence check
-// (§8.3). Towers follow what the attention code computes: the text stream
-// uses to_{q,k,v,out} (reasoner), the vision stream add_{q,k,v}_proj and
+// Which Linears the policy governs (docs/step-policy.md §8.1) and the
+// load-time presence check (§8.3). Towers follow what the attention code
+// computes: the text stream uses to_{q,k,v,out} (reasoner), the vision
+// stream add_{q,k,v}_proj and
 // to_add_out (generation), whatever the Diffusers name-based split says.
 #include <array>
 #include <cctype>

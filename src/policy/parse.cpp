@@ -1,6 +1,7 @@
-// Strict parser of quantization_config.runtime.diffusion_step_policy (§1, §2,
-// §4, §5). Checks run in the order of §4 and the first failure throws: a
-// policy that is present but not understood must never be silently ignored.
+// Strict parser of quantization_config.runtime.diffusion_step_policy
+// (docs/step-policy.md §1, §2, §4, §5). Checks run in the order of §4 and
+// the first failure throws: a policy that is present but not understood must
+// never be silently ignored.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>

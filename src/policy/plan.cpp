@@ -1,4 +1,5 @@
-// The per-iteration rule (§7), the per-run plan, and its trace (§11).
+// The per-iteration rule (docs/step-policy.md §7), the per-run plan, and its
+// trace (§11).
 #include "stepmix/error.hpp"
 #include "stepmix/policy.hpp"
 #include "policy/diagnostics.hpp"

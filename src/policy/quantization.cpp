@@ -1,4 +1,5 @@
-// Classification of the transformer's quantization_config (§3.1, §3.2).
+// Classification of the transformer's quantization_config (docs/step-policy.md
+// §3.1, §3.2).
 // stepmix executes BF16 and serialised tensorwise ModelOpt FP8 only; every
 // other declaration is Unsupported, with a reason naming field and value.
 #include <nlohmann/json.hpp>
@@ -84,6 +85,9 @@ std::optional<std::string> modelopt_fp8_problem(const json& quant_config, Quanti
     if (!it->is_string() || !quant_type_is_fp8_only(it->get<std::string>())) {
       return expected_but_got(field("quant_type"), "FP8 for every operand, e.g. \"FP8_FP8\"", *it);
     }
+  }
+  if (const auto it = quant_config.find("kv_cache_quant_algo"); it != quant_config.end() && !it->is_null()) {
+    return expected_but_got(field("kv_cache_quant_algo"), "null (KV-cache quantization is not implemented)", *it);
   }
   if (const auto it = quant_config.find("weight_only"); it != quant_config.end() && !it->is_null() && *it != false) {
     return expected_but_got(field("weight_only"), "false (activations are quantized)", *it);

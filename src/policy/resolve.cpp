@@ -1,4 +1,5 @@
-// Effective configuration from checkpoint policy + user overrides (§6), and
+// Effective configuration from checkpoint policy + user overrides
+// (docs/step-policy.md §6), and
 // the API-config overlay that gives the on-disk policy Diffusers' precedence.
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,6 @@
-// Per-request precision state (§10): chosen once per loop iteration, shared by
-// every transformer call of that iteration, native outside a run.
+// Per-request precision state (docs/step-policy.md §10): chosen once per loop
+// iteration, shared by every transformer call of that iteration, native
+// outside a run.
 #include "stepmix/error.hpp"
 #include "stepmix/policy.hpp"
 #include "policy/diagnostics.hpp"

@@ -1,4 +1,5 @@
-// Names of the policy's enums and the parsers for user-typed values (§6).
+// Names of the policy's enums and the parsers for user-typed values
+// (docs/step-policy.md §6).
 #include <algorithm>
 #include <cctype>
 #include <utility>

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "quant/scale_bounds.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -22,7 +23,8 @@ std::string_view strip_suffix(std::string_view s, std::string_view suffix) {
   throw Error("quant", store.folder() + ": tensor '" + tensor + "' " + what);
 }
 
-// One F32 element that is finite and > 0. Scales are scalars ([]) or [1]
+// One F32 element that is finite, > 0 and within the bounds of
+// quant/scale_bounds.hpp. Scales are scalars ([]) or [1]
 // (some loaders write [1,1]); anything else is not tensorwise.
 float read_scale(const TensorStore& store, const std::string& module, const char* suffix) {
   const std::string name = module + suffix;
@@ -34,7 +36,7 @@ float read_scale(const TensorStore& store, const std::string& module, const char
     fail(store, name, "must hold exactly one element (tensorwise scale), got shape " + shape_to_string(t->shape));
   float v;
   std::memcpy(&v, t->data, sizeof v);
-  if (!std::isfinite(v) || v <= 0) fail(store, name, "must be finite and > 0, got " + std::to_string(v));
+  if (const auto problem = fp8_scale_problem(v)) fail(store, name, *problem);
   return v;
 }
 

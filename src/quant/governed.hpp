@@ -1,6 +1,6 @@
 // Discovery of the governed Linears of a Cosmos3 transformer from tensor
-// names and dtypes (spec step-policy.md §3.3, §8), with the load-time
-// validation of every FP8 Linear (§8.3).
+// names and dtypes, with the load-time
+// validation of every FP8 Linear (docs/step-policy.md §8.3).
 #pragma once
 
 #include <string>

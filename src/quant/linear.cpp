@@ -8,7 +8,8 @@
 
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
-#include "kernels/linear_kernels.hpp"
+#include "kernels/kernel_set.hpp"
+#include "quant/scale_bounds.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -35,9 +36,8 @@ void check_view_bytes(const std::string& linear, const TensorView& t, const char
 }
 
 float checked_scale(const std::string& linear, const std::optional<float>& scale, const char* what) {
-  if (!scale) fail(linear, std::string("FP8 weight needs a ") + what + " (spec step-policy.md §3.3)");
-  if (!std::isfinite(*scale) || !(*scale > 0.0f))
-    fail(linear, std::string(what) + " must be finite and > 0, got " + std::to_string(*scale));
+  if (!scale) fail(linear, std::string("FP8 weight needs a ") + what + " (ModelOpt's static per-tensor scale)");
+  if (const auto problem = fp8_scale_problem(*scale)) fail(linear, std::string(what) + " " + *problem);
   return *scale;
 }
 
@@ -88,7 +88,7 @@ Linear::Linear(LinearWeights w, WeightCache cache) : weights_(std::move(w)), cac
     // uncached path fuses, so both give identical bits.
     const int64_t count = out_features_ * in_features_;
     bf16_weight_cache_.resize(std::size_t(count));
-    const auto& k = kernels::active_kernels();
+    const auto& k = kernels::active_kernels().linear;
     const auto* codes = weight.as<uint8_t>();
     constexpr int64_t kRowsPerTask = 64;
     const int64_t tasks = (out_features_ + kRowsPerTask - 1) / kRowsPerTask;
@@ -101,13 +101,13 @@ Linear::Linear(LinearWeights w, WeightCache cache) : weights_(std::move(w)), cac
   }
 }
 
-void Linear::check_mode(LinearMode mode) const {
-  if (is_fp8_ && mode != LinearMode::W8A16 && mode != LinearMode::W8A8)
-    fail(name(), "an FP8 layer runs W8A16 or W8A8, not Dense");
+void Linear::check_precision(Precision precision) const {
+  if (is_fp8_ && precision != Precision::W8A16 && precision != Precision::W8A8)
+    fail(name(), "an FP8 layer runs W8A16 or W8A8, not dense BF16 arithmetic");
 }
 
 void Linear::quantize_activations(const void* x, bool x_is_bf16, int64_t M, uint8_t* codes) const {
-  const auto& k = kernels::active_kernels();
+  const auto& k = kernels::active_kernels().linear;
   const int64_t K = in_features_;
   // Rows per task so that each task quantizes at least ~16k elements.
   const int64_t rows_per_task = std::max<int64_t>(1, (16384 + K - 1) / K);
@@ -159,8 +159,8 @@ uint32_t float_bits(float value) {
 
 }  // namespace
 
-void Linear::begin_call(const void* x, bool x_is_bf16, int64_t M, const void* y, LinearMode mode) const {
-  check_mode(mode);
+void Linear::begin_call(const void* x, bool x_is_bf16, int64_t M, const void* y, Precision precision) const {
+  check_precision(precision);
   if (M < 0) fail(name(), "negative row count " + std::to_string(M));
   if (M > 0 && (!x || !y)) fail(name(), "null activation or output pointer");
   if (M > 0 && input_observer_) {
@@ -197,7 +197,7 @@ void Linear::run_unquantized(const void* x, bool x_is_bf16, int64_t M, void* y) 
       args.weight_scale = weight_scale_;
     }
   }
-  kernels::active_kernels().gemm(args);
+  kernels::active_kernels().linear.gemm(args);
 }
 
 void Linear::run_w8a8(const uint8_t* codes, int64_t M, void* y, bool bf16) const {
@@ -207,29 +207,29 @@ void Linear::run_w8a8(const uint8_t* codes, int64_t M, void* y, bool bf16) const
   args.a = codes;
   args.w_type = WeightOperand::E4M3;
   args.alpha = input_scale_ * weight_scale_;
-  kernels::active_kernels().gemm(args);
+  kernels::active_kernels().linear.gemm(args);
 }
 
-void Linear::forward_any(const void* x, bool x_is_bf16, int64_t M, void* y, LinearMode mode) const {
-  begin_call(x, x_is_bf16, M, y, mode);
+void Linear::forward_any(const void* x, bool x_is_bf16, int64_t M, void* y, Precision precision) const {
+  begin_call(x, x_is_bf16, M, y, precision);
   if (M == 0) return;
-  if (!is_fp8_ || mode == LinearMode::W8A16) return run_unquantized(x, x_is_bf16, M, y);
+  if (!is_fp8_ || precision == Precision::W8A16) return run_unquantized(x, x_is_bf16, M, y);
   uint8_t* codes = code_scratch(M * in_features_);
   quantize_activations(x, x_is_bf16, M, codes);
   run_w8a8(codes, M, y, x_is_bf16);
 }
 
-void Linear::forward(const float* x, int64_t M, float* y, LinearMode mode) const {
-  forward_any(x, /*x_is_bf16=*/false, M, y, mode);
+void Linear::forward(const float* x, int64_t M, float* y, Precision precision) const {
+  forward_any(x, /*x_is_bf16=*/false, M, y, precision);
 }
 
-void Linear::forward(const uint16_t* x_bf16, int64_t M, uint16_t* y_bf16, LinearMode mode) const {
-  forward_any(x_bf16, /*x_is_bf16=*/true, M, y_bf16, mode);
+void Linear::forward(const uint16_t* x_bf16, int64_t M, uint16_t* y_bf16, Precision precision) const {
+  forward_any(x_bf16, /*x_is_bf16=*/true, M, y_bf16, precision);
 }
 
 template <class T>
 int Linear::forward_sharing_input_impl(std::span<const Linear* const> linears, const T* x, int64_t M,
-                                       std::span<T* const> ys, LinearMode mode) {
+                                       std::span<T* const> ys, Precision precision) {
   constexpr bool x_is_bf16 = std::is_same_v<T, uint16_t>;
   if (linears.size() != ys.size() || linears.empty() || linears.size() > 64)
     throw Error("linear", "forward_sharing_input: " + std::to_string(linears.size()) + " linears and " +
@@ -240,7 +240,7 @@ int Linear::forward_sharing_input_impl(std::span<const Linear* const> linears, c
       fail(l->name(), "in_features " + std::to_string(l->in_features_) + " differs from '" + linears[0]->name() +
                           "' (" + std::to_string(linears[0]->in_features_) + ") in a shared-input group");
   }
-  for (std::size_t i = 0; i < linears.size(); ++i) linears[i]->begin_call(x, x_is_bf16, M, ys[i], mode);
+  for (std::size_t i = 0; i < linears.size(); ++i) linears[i]->begin_call(x, x_is_bf16, M, ys[i], precision);
   if (M == 0) return 0;
   const auto shares_codes = [](const Linear& a, const Linear& b) {
     return a.is_fp8_ && b.is_fp8_ && !a.code_hook_ && !b.code_hook_ &&
@@ -251,7 +251,7 @@ int Linear::forward_sharing_input_impl(std::span<const Linear* const> linears, c
   for (std::size_t i = 0; i < linears.size(); ++i) {
     if (done >> i & 1) continue;
     const Linear& lead = *linears[i];
-    if (!lead.is_fp8_ || mode == LinearMode::W8A16) {
+    if (!lead.is_fp8_ || precision == Precision::W8A16) {
       lead.run_unquantized(x, x_is_bf16, M, ys[i]);
       continue;
     }
@@ -270,13 +270,13 @@ int Linear::forward_sharing_input_impl(std::span<const Linear* const> linears, c
 }
 
 int Linear::forward_sharing_input(std::span<const Linear* const> linears, const float* x, int64_t M,
-                                  std::span<float* const> ys, LinearMode mode) {
-  return forward_sharing_input_impl(linears, x, M, ys, mode);
+                                  std::span<float* const> ys, Precision precision) {
+  return forward_sharing_input_impl(linears, x, M, ys, precision);
 }
 
 int Linear::forward_sharing_input(std::span<const Linear* const> linears, const uint16_t* x_bf16, int64_t M,
-                                  std::span<uint16_t* const> ys, LinearMode mode) {
-  return forward_sharing_input_impl(linears, x_bf16, M, ys, mode);
+                                  std::span<uint16_t* const> ys, Precision precision) {
+  return forward_sharing_input_impl(linears, x_bf16, M, ys, precision);
 }
 
 }  // namespace stepmix

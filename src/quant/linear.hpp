@@ -1,7 +1,7 @@
 // A Linear layer as the checkpoint stores it: dense (BF16/F32 weight) or
 // ModelOpt tensorwise FP8 (E4M3 weight + scalar weight_scale and input_scale).
 // The arithmetic is chosen per call (the step controller decides), see
-// shared spec step-policy.md §12 and README "Precision".
+// docs/guide.md.
 #pragma once
 
 #include <cstddef>
@@ -14,16 +14,11 @@
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "stepmix/policy.hpp"
+#include "stepmix/runtime.hpp"
 
 namespace stepmix {
 
-// Arithmetic of one call. Dense layers ignore it (they always run dense).
-enum class LinearMode { Dense, W8A16, W8A8 };
-
-// Dense-weight cache: None keeps FP8 weights at 1 byte/parameter and converts
-// inside the kernel; All keeps a dequantized BF16 copy (2 bytes/parameter more).
-// Results are bit-identical across cache modes.
-enum class WeightCache { None, All };
 
 // What the checkpoint holds for one Linear (views into mapped files).
 struct LinearWeights {
@@ -36,7 +31,7 @@ struct LinearWeights {
 
 // Test hook for the W8A8 path: sees the activation codes a call computed
 // ([M, in], row-major) and may overwrite them before the GEMM (forced-code
-// conformance tests, spec golden README §9).
+// conformance tests against the goldens).
 using ActivationCodeHook = std::function<void(const std::string& linear_name, uint8_t* codes, int64_t M, int64_t K)>;
 
 // Calibration hook: sees every call's input activations [M, in] before the
@@ -46,10 +41,12 @@ using ActivationInputObserver =
     std::function<void(const std::string& linear_name, const float* x, const uint16_t* x_bf16, int64_t M, int64_t K)>;
 
 // One Linear layer: y[M, out] = x[M, in] · Wᵀ (+ bias), with the FP8
-// arithmetic chosen per call. Weights stay views into the mapped checkpoint;
+// arithmetic chosen per call by a step Precision: W8A16 or W8A8 for FP8
+// layers; BF16 means dense arithmetic, which 16-bit layers always run
+// whatever the precision asked. Weights stay views into the mapped checkpoint;
 // the layer owns only what WeightCache asks for.
 //
-// Arithmetic (step-policy.md §12, golden README §4):
+// Arithmetic:
 //  FP32 activations
 //   W8A16: W_deq = float32(decode(code) · s_w); y = x · W_deqᵀ (+ b), FP32 sums.
 //   W8A8:  q = quantize_e4m3_saturating(x / s_x) (float32 division);
@@ -72,10 +69,10 @@ class Linear {
   bool is_fp8() const { return is_fp8_; }
   WeightCache weight_cache() const { return cache_; }
 
-  // x [M, in] row-major -> y [M, out] row-major. An FP8 layer needs mode
-  // W8A16 or W8A8; a dense layer ignores `mode`.
-  void forward(const float* x, int64_t M, float* y, LinearMode mode) const;
-  void forward(const uint16_t* x_bf16, int64_t M, uint16_t* y_bf16, LinearMode mode) const;
+  // x [M, in] row-major -> y [M, out] row-major. An FP8 layer needs
+  // precision W8A16 or W8A8; a dense layer ignores `precision`.
+  void forward(const float* x, int64_t M, float* y, Precision precision) const;
+  void forward(const uint16_t* x_bf16, int64_t M, uint16_t* y_bf16, Precision precision) const;
 
   // Runs Linears that read the same x [M, in] (all with the same in_features):
   // ys[i] = linears[i]->forward(x), bit for bit. The only thing shared is
@@ -87,30 +84,30 @@ class Linear {
   // Returns how many times x was quantized (0 outside W8A8); throws
   // stepmix::Error on mismatched arguments. At most 64 linears.
   static int forward_sharing_input(std::span<const Linear* const> linears, const float* x, int64_t M,
-                                   std::span<float* const> ys, LinearMode mode);
+                                   std::span<float* const> ys, Precision precision);
   static int forward_sharing_input(std::span<const Linear* const> linears, const uint16_t* x_bf16, int64_t M,
-                                   std::span<uint16_t* const> ys, LinearMode mode);
+                                   std::span<uint16_t* const> ys, Precision precision);
 
   // W8A8 only: sees (and may overwrite) the activation codes before the GEMM.
   void set_code_hook(ActivationCodeHook hook) { code_hook_ = std::move(hook); }
-  // Any mode: sees the input of every call (calibration).
+  // Any precision: sees the input of every call (calibration).
   void set_input_observer(ActivationInputObserver observer) { input_observer_ = std::move(observer); }
 
   // Bytes this layer owns beyond the mapped checkpoint (the weight cache).
   std::size_t resident_bytes() const { return bf16_weight_cache_.size() * sizeof(uint16_t); }
 
  private:
-  void check_mode(LinearMode mode) const;
+  void check_precision(Precision precision) const;
   // Checks one call's arguments and shows x to the input observer.
-  void begin_call(const void* x, bool x_is_bf16, int64_t M, const void* y, LinearMode mode) const;
+  void begin_call(const void* x, bool x_is_bf16, int64_t M, const void* y, Precision precision) const;
   // Dense and W8A16 calls (nothing to quantize).
   void run_unquantized(const void* x, bool x_is_bf16, int64_t M, void* y) const;
   // W8A8 GEMM from codes quantized with this layer's s_x; y is bf16 when x was.
   void run_w8a8(const uint8_t* codes, int64_t M, void* y, bool bf16) const;
-  void forward_any(const void* x, bool x_is_bf16, int64_t M, void* y, LinearMode mode) const;
+  void forward_any(const void* x, bool x_is_bf16, int64_t M, void* y, Precision precision) const;
   template <class T>  // float or uint16_t (bf16)
   static int forward_sharing_input_impl(std::span<const Linear* const> linears, const T* x, int64_t M,
-                                        std::span<T* const> ys, LinearMode mode);
+                                        std::span<T* const> ys, Precision precision);
   // W8A8: quantizes [M, in] activations into `codes` and runs the hook.
   void quantize_activations(const void* x, bool x_is_bf16, int64_t M, uint8_t* codes) const;
 

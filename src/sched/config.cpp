@@ -61,10 +61,14 @@ class FieldReader {
     if (!v.is_number() || !std::isfinite(v.get<double>())) fail(key, "null or a finite number", describe(key, v));
     return v.get<double>();
   }
-  std::int64_t integer(const std::string& key, std::int64_t fallback) {
+  // An integer in [lo, hi]; anything else is reported as written (a
+  // 20-digit number is not wrapped into a negative one).
+  std::int64_t integer(const std::string& key, std::int64_t fallback, std::int64_t lo, std::int64_t hi,
+                       const std::string& expected) {
     const json v = value(key, fallback);
-    if (!v.is_number_integer()) fail(key, "an integer", describe(key, v));
-    return v.get<std::int64_t>();
+    const auto n = json_integer_in(v, lo, hi);
+    if (!n) fail(key, expected, describe(key, v));
+    return *n;
   }
   std::string string_in(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed,
                         const std::string& why = "") {
@@ -103,9 +107,7 @@ class FieldReader {
 };
 
 int train_timesteps(FieldReader& r) {
-  const std::int64_t t = r.integer("num_train_timesteps", 1000);
-  if (t <= 0 || t > 1000000) r.fail("num_train_timesteps", "a positive integer", std::to_string(t));
-  return int(t);
+  return int(r.integer("num_train_timesteps", 1000, 1, 1000000, "a positive integer of at most 1000000"));
 }
 
 void parse_unipc(FieldReader& r, SchedulerConfig& cfg) {
@@ -124,16 +126,14 @@ void parse_unipc(FieldReader& r, SchedulerConfig& cfg) {
   r.string_in("solver_type", "bh2", {"bh2"});
   r.string_in("final_sigmas_type", "zero", {"zero"});
   r.require_bool("lower_order_final", true, true,
-                 " (with final sigma 0 the last order-2 step divides by zero; spec §7)");
+                 " (with final sigma 0 the last order-2 step divides by zero)");
   {
     const json v = r.value("disable_corrector", json::array());
     if (!v.is_null() && !(v.is_array() && v.empty()))
       r.fail("disable_corrector", "[] (the corrector runs on every step after the first)",
              r.describe("disable_corrector", v));
   }
-  const std::int64_t order = r.integer("solver_order", 2);
-  if (order != 1 && order != 2) r.fail("solver_order", "1 or 2", std::to_string(order));
-  o.solver_order = int(order);
+  o.solver_order = int(r.integer("solver_order", 2, 1, 2, "1 or 2"));
   o.flow_shift = r.positive_number("flow_shift", 1.0);
   o.use_karras_sigmas = r.boolean("use_karras_sigmas", false);
   const std::optional<double> sigma_min = r.optional_number("sigma_min");
@@ -202,7 +202,7 @@ void parse_flow_match(FieldReader& r, SchedulerConfig& cfg) {
       r.fail("fixed_step_sampler_config." + it.key(), "no such field (known: sample_type, t_list)",
              it.value().dump());
   const json type = fixed.value("sample_type", json(nullptr));
-  // Only the stochastic ("sde") fixed-step sampler is defined (spec §9).
+  // Only the stochastic ("sde") fixed-step sampler is defined (docs/schedulers.md).
   if (type != json("sde"))
     r.fail("fixed_step_sampler_config.sample_type", "\"sde\"", type.dump());
   if (!o.stochastic_sampling)
@@ -266,15 +266,9 @@ SchedulerConfig parse_scheduler_config(const json& j, const std::string& source)
 }
 
 SchedulerConfig load_scheduler_config(const std::string& path) {
-  const std::string text = read_small_file(path, "scheduler");
-  check_json_nesting(text, path, "scheduler");
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e400
-    throw Error("scheduler", path + ": invalid JSON: " + e.what());
-  }
-  return parse_scheduler_config(j, path);
+  // Size and nesting limits, duplicate keys refused, every parser exception
+  // (out_of_range for 1e400 included) a stepmix::Error naming the file.
+  return parse_scheduler_config(parse_json_text(read_small_file(path, "scheduler"), path, "scheduler"), path);
 }
 
 void apply_overrides(SchedulerConfig& cfg, const SchedulerOverrides& ov) {

@@ -1,6 +1,6 @@
 // Diffusers scheduler_config.json → SchedulerConfig → Scheduler.
 //
-// Parsing is strict (spec §1, §9): `_class_name` picks the scheduler; every
+// Parsing is strict: `_class_name` picks the scheduler; every
 // field must be known, and fields that would change the math to something
 // stepmix does not implement are rejected with
 //   [scheduler] <file>: <field>: expected ..., got ...

@@ -1,4 +1,4 @@
-// FlowMatch Euler with shift (spec §9): the deterministic Euler step, and the
+// FlowMatch Euler with shift: the deterministic Euler step, and the
 // stochastic ("sde") step of the distilled 4-step builds with noise supplied
 // by the caller.
 #pragma once

@@ -1,6 +1,6 @@
 // Sigma / timestep grids for N steps, computed exactly as the reference does
 // (operation order and float64/float32 roundings matter: a truncated
-// timestep can sit within 2e-5 of an integer, spec §2 and golden README §9).
+// timestep can sit within 2e-5 of an integer, see docs/schedulers.md).
 #pragma once
 
 #include <cstdint>
@@ -18,8 +18,8 @@ struct FlowMatchSchedule {
   std::vector<float> sigmas;     // N + 1, last = 0
 };
 
-// Spec §2.1: σ̂_k = linspace(1, 1/T, N+1)[k], flow shift, 1e-6 nudge of σ_0,
-// t_k = int64(σ_k·T) in float64, sigmas rounded once to float32.
+// docs/schedulers.md §2.1: σ̂_k = linspace(1, 1/T, N+1)[k], flow shift, 1e-6
+// nudge of σ_0, t_k = int64(σ_k·T) in float64, sigmas rounded once to float32.
 UniPCSchedule unipc_flow_schedule(int num_steps, int num_train_timesteps, double shift);
 
 // Diffusers' use_karras_sigmas + use_flow_sigmas path: a Karras (ρ = 7) grid
@@ -28,11 +28,11 @@ UniPCSchedule unipc_flow_schedule(int num_steps, int num_train_timesteps, double
 UniPCSchedule unipc_karras_flow_schedule(int num_steps, int num_train_timesteps, double sigma_min,
                                          double sigma_max);
 
-// Spec §9 default grid: training sigmas shift(j/T) in float32, then
+// §9 default grid: training sigmas shift(j/T) in float32, then
 // linspace(σ_max·T, σ_min·T, N)/T in float64, shifted again, float32.
 FlowMatchSchedule flow_match_default_schedule(int num_steps, int num_train_timesteps, double shift);
 
-// Spec §9 explicit sigmas (distilled builds): the list is rounded to float32
+// §9 explicit sigmas (distilled builds): the list is rounded to float32
 // first and shifted in float32 arithmetic; timesteps = σ·T in float32.
 FlowMatchSchedule flow_match_explicit_schedule(const std::vector<double>& sigmas, int num_train_timesteps,
                                                double shift);

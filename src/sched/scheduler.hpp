@@ -10,7 +10,6 @@
 // All solver state (x0 history, previous sample, current order) lives in the
 // scheduler; set_timesteps() or reset() starts a fresh run.
 //
-// Spec: /work/shared/spec/schedulers.md.
 #pragma once
 
 #include <cstddef>

@@ -15,7 +15,8 @@
 namespace stepmix::sched {
 namespace {
 
-// One UniP/UniC update from sigma a to sigma b (b < a), bh2, x0 form (§4):
+// One UniP/UniC update from sigma a to sigma b (b < a), bh2, x0 form
+// (docs/schedulers.md §4):
 //   x_b = (b/a)·x − α(b)·φ·m − α(b)·B·(correction),  φ = B = expm1(−h).
 struct UpdateCoeffs {
   double h = 0;          // λ(b) − λ(a) > 0
@@ -109,7 +110,7 @@ void UniPCMultistepScheduler::step(std::span<const float> model_output, double t
     step_impl<detail::RoundF32>(model_output, sample);
 }
 
-// Spec §6. k = step_index_, N = num_steps():
+// §6. k = step_index_, N = num_steps():
 //  1. m_k = x_k − σ_k·v_k                      (from the uncorrected x_k)
 //  2. k ≥ 1: x̃_k = UniC(order p_{k−1})         else x̃_k = x_k
 //  3. history ← (m_{k−1}, m_k)

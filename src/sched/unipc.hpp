@@ -1,5 +1,6 @@
 // UniPC multistep (bh2, x0 form, flow sigmas) as Cosmos3 configures it.
-// Spec §1–§8; the formulas are reproduced next to the code in unipc.cpp.
+// docs/schedulers.md §1–§8; the formulas are reproduced next to the code in
+// unipc.cpp.
 #pragma once
 
 #include <cstdint>
@@ -62,7 +63,7 @@ class UniPCMultistepScheduler final : public Scheduler {
 };
 
 // Scalar pieces of the update, exposed so that tests can check them against
-// the spec's worked example (§8). All in float64.
+// the worked example of docs/schedulers.md. All in float64.
 double unipc_lambda(double sigma);  // ln(1 − σ) − ln(σ); +∞ at σ = 0
 
 struct UniCRhos {

@@ -4,8 +4,8 @@
 #include <exception>
 #include <string>
 
-#include "io/temporary_outputs.hpp"
-#include "tools/commands.hpp"
+#include "stepmix/model.hpp"
+#include "commands.hpp"
 
 namespace {
 
@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   stepmix::cli::add_compare_command(app);
   stepmix::cli::add_bench_command(app);
   stepmix::cli::add_vae_command(app);
+  stepmix::cli::add_tokenize_command(app);
+  stepmix::cli::add_prompt_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -6,8 +6,7 @@
 
 #include "core/numerics.hpp"
 #include "core/thread_pool.hpp"
-#include "kernels/channel_norm_kernels.hpp"
-#include "kernels/linear_kernels.hpp"
+#include "kernels/kernel_set.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix::vae {
@@ -37,7 +36,7 @@ void run_conv(const ConvLayer& layer, const void* const* inputs, const Frame& x,
   args.x_type = layer.input_type();
   args.residual_frames = residual ? &residual_data : nullptr;
   args.y_frames = &out;
-  kernels::active_conv3d()(args);
+  kernels::active_convolution().conv3d(args);
 }
 
 void check_input(const ConvLayer& layer, const Frame& x) {
@@ -127,7 +126,7 @@ Frame rms_norm(const Frame& x, const std::vector<float>& gamma, bool silu, Frame
   args.silu = silu;
   args.y_type = out_type;
   args.y = y.data();
-  kernels::active_channel_rms_norm()(args);
+  kernels::active_convolution().channel_rms_norm(args);
   return y;
 }
 
@@ -157,7 +156,7 @@ Frame AttentionBlock::forward(const Frame& x) const {
   Frame o = Frame::zeros(x.h, x.w, C);
   constexpr int64_t kQueryBlock = 256;  // bounds the score matrix to 256 × P floats
   std::vector<float> scores(std::size_t(std::min(P, kQueryBlock) * P));
-  const auto& gemm = kernels::active_kernels().gemm;
+  const auto& gemm = kernels::active_kernels().linear.gemm;
   for (int64_t q0 = 0; q0 < P; q0 += kQueryBlock) {
     const int64_t rows = std::min(kQueryBlock, P - q0);
     kernels::GemmArgs s;

@@ -104,7 +104,7 @@ TEST_F(CheckpointTest, OpensDiffusersDirectoryAndTransformerFolder) {
 }
 
 TEST_F(CheckpointTest, DirectoryErrors) {
-  EXPECT_NE(error_of([&] { ModelDirectory::open((dir_ / "missing").string()); }).find("no such directory"),
+  EXPECT_NE(error_of([&] { ModelDirectory::open((dir_ / "missing").string()); }).find("missing: no such file or directory"),
             std::string::npos);
   EXPECT_NE(error_of([&] { ModelDirectory::open(dir_.string()); }).find("expected a Diffusers model directory"),
             std::string::npos);
@@ -131,6 +131,69 @@ TEST_F(CheckpointTest, OptionalSideFilesThatAreNotRegularFilesAreErrors) {
             std::string::npos);
   fs::remove(model / "model_index.json");
   EXPECT_NO_THROW(ModelDirectory::open(model.string()));
+}
+
+// hf_quant_config.json is what whole-model loaders read: it must be JSON and
+// declare what transformer/config.json declares (before, only inspect read
+// it, and generate ran a checkpoint whose two files disagreed).
+TEST_F(CheckpointTest, HfQuantConfigMustAgreeWithTheTransformerConfig) {
+  const fs::path model = dir_ / "model";
+  fs::create_directories(model / "transformer");
+  fs::copy(test::golden_path("transformer-fp8"), model / "transformer", fs::copy_options::recursive);
+  const fs::path hf = model / "hf_quant_config.json";
+  auto open_error = [&] { return error_of([&] { ModelDirectory::open(model.string()); }); };
+
+  write_text(hf, "not json");
+  EXPECT_NE(open_error().find(hf.string() + ": not valid JSON"), std::string::npos) << open_error();
+  write_text(hf, R"({"quant_method": "modelopt", "quant_algo": "NVFP4"})");
+  EXPECT_NE(open_error().find(hf.string() + ": quant_algo: \"NVFP4\" disagrees with " +
+                              (model / "transformer" / "config.json").string() +
+                              " quantization_config.quant_algo \"FP8\""),
+            std::string::npos)
+      << open_error();
+  write_text(hf, R"({"quant_method": "gptq", "quant_algo": "FP8"})");
+  EXPECT_NE(open_error().find("quant_method: \"gptq\" disagrees"), std::string::npos) << open_error();
+  write_text(hf, R"({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}})");
+  EXPECT_NE(open_error().find("quantization.kv_cache_quant_algo: expected null (KV-cache quantization is not "
+                              "implemented), got \"FP8\""),
+            std::string::npos)
+      << open_error();
+  write_text(hf, R"({"quant_method": "modelopt"})");
+  EXPECT_NE(open_error().find("quant_algo: missing; expected \"FP8\""), std::string::npos) << open_error();
+  write_text(hf, "[1]");
+  EXPECT_NE(open_error().find("expected a JSON object, got array"), std::string::npos) << open_error();
+
+  // Both layouts that agree are accepted and kept for the policy's warnings.
+  write_text(hf, R"({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": null}})");
+  EXPECT_EQ(ModelDirectory::open(model.string()).hf_quant_config["quantization"]["quant_algo"], "FP8");
+  write_text(hf, R"({"quant_method": "modelopt", "quant_algo": "FP8", "runtime": {}})");
+  EXPECT_TRUE(ModelDirectory::open(model.string()).hf_quant_config.contains("runtime"));
+
+  // A 16-bit checkpoint with a file that names FP8.
+  fs::remove_all(model / "transformer");
+  fs::create_directories(model / "transformer");
+  fs::copy(test::golden_path("transformer"), model / "transformer", fs::copy_options::recursive);
+  EXPECT_NE(open_error().find("has no quantization_config (a 16-bit checkpoint)"), std::string::npos) << open_error();
+}
+
+TEST_F(CheckpointTest, TheEmbeddedModelsOpen) {
+  for (const char* name : {"fashion-cosmos3-fp8", "fashion-cosmos3-bf16"}) {
+    const ModelDirectory dir = ModelDirectory::open(std::string(STEPMIX_MODELS_DIR) + "/" + name);
+    EXPECT_EQ(dir.hf_quant_config_path.has_value(), std::string(name).find("fp8") != std::string::npos) << name;
+  }
+}
+
+TEST_F(CheckpointTest, SideFilesThatCannotBeReadAreNotTreatedAsAbsent) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root may read anything";
+  const fs::path model = dir_ / "model";
+  fs::create_directories(model / "transformer");
+  fs::copy(test::golden_path("transformer-fp8"), model / "transformer", fs::copy_options::recursive);
+  fs::create_directories(model / "scheduler");
+  write_text(model / "scheduler" / "scheduler_config.json", "{}");
+  ::chmod((model / "scheduler").c_str(), 0);
+  const std::string e = error_of([&] { ModelDirectory::open(model.string()); });
+  ::chmod((model / "scheduler").c_str(), 0755);
+  EXPECT_NE(e.find("scheduler_config.json: permission denied"), std::string::npos) << e;
 }
 
 }  // namespace

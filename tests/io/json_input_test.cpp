@@ -74,5 +74,35 @@ TEST_F(JsonInputTest, NumbersOutsideTheDoubleRangeAreAStepmixError) {
   EXPECT_EQ(parse_json_text(R"({"a": [1, 2.5]})", "x.json", "config")["a"][1], 2.5);
 }
 
+TEST_F(JsonInputTest, DuplicateKeysAreRefusedAtAnyDepth) {
+  // nlohmann keeps the last of two keys silently; other readers keep the first.
+  std::string e = error_of([] { parse_json_text(R"({"hidden_size": 64, "hidden_size": 4096})", "c.json", "config"); });
+  EXPECT_NE(e.find("[config] c.json: key \"hidden_size\" appears twice in the top-level object"), std::string::npos)
+      << e;
+  e = error_of([] {
+    parse_json_text(R"({"quantization_config": {"runtime": {"a": 1, "a": 2}}})", "c.json", "config");
+  });
+  EXPECT_NE(e.find("key \"a\" appears twice in the object at quantization_config.runtime"), std::string::npos) << e;
+  e = error_of([] { parse_json_text(R"({"added_tokens": [{"id": 1}, {"id": 2, "id": 3}]})", "t.json", "tokenizer"); });
+  EXPECT_NE(e.find("appears twice in the object at added_tokens[]"), std::string::npos) << e;
+  // The same key in sibling objects is fine.
+  EXPECT_NO_THROW(parse_json_text(R"({"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 1}, {"k": 2}]})", "x", "config"));
+  const std::string path = write_text("config.json", R"({"num_hidden_layers": 2, "num_hidden_layers": 36})");
+  EXPECT_NE(error_of([&] { read_json_file(path, "config"); }).find(path + ": key \"num_hidden_layers\" appears twice"),
+            std::string::npos);
+}
+
+TEST_F(JsonInputTest, IntegersAreReadWithoutWrapping) {
+  using nlohmann::json;
+  EXPECT_EQ(json_integer_in(json::parse("5"), 1, 10), 5);
+  EXPECT_EQ(json_integer_in(json::parse("-3"), -5, 10), -3);
+  EXPECT_FALSE(json_integer_in(json::parse("10000000000000000000"), 1, INT64_MAX));  // 10^19: get<int64_t> wraps
+  EXPECT_FALSE(json_integer_in(json::parse("18446744073709551615"), -1, 0));         // 2^64 - 1 is not -1
+  EXPECT_FALSE(json_integer_in(json::parse("11"), 1, 10));
+  EXPECT_FALSE(json_integer_in(json::parse("2.0"), 1, 10));
+  EXPECT_FALSE(json_integer_in(json::parse("true"), 0, 10));
+  EXPECT_EQ(json_integer_in(json::parse("9223372036854775807"), 0, INT64_MAX), INT64_MAX);
+}
+
 }  // namespace
 }  // namespace stepmix

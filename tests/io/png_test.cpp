@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "stepmix/error.hpp"
 
@@ -34,6 +35,36 @@ TEST(Png, UnitRangeMapping) {
   EXPECT_EQ(unit_range_to_u8(0.0f), 128);  // 127.5 rounds away from zero
   EXPECT_EQ(unit_range_to_u8(-5.0f), 0);
   EXPECT_EQ(unit_range_to_u8(7.0f), 255);
+}
+
+TEST(Png, TextChunksRoundTripInBothForms) {
+  const auto dir = std::filesystem::temp_directory_path() / ("stepmix_png_text_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "meta.png").string();
+  const std::vector<PngText> text{{"parameters", "a boot\nSteps: 8", ""}, {"Comment", "Größe: groß", ""}};
+  write_png(path, Image8{2, 1, 1, {0, 255}}, text);
+  const std::vector<PngText> back = read_png_text(path);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].keyword, "parameters");
+  EXPECT_EQ(back[0].text, "a boot\nSteps: 8");
+  EXPECT_EQ(back[0].chunk, "tEXt");  // ASCII
+  EXPECT_EQ(back[1].keyword, "Comment");
+  EXPECT_EQ(back[1].text, "Größe: groß");
+  EXPECT_EQ(back[1].chunk, "iTXt");  // UTF-8, as PIL writes it
+  EXPECT_EQ(read_png(path).pixels, (std::vector<uint8_t>{0, 255}));  // the image is unchanged
+  write_png((dir / "plain.png").string(), Image8{1, 1, 1, {7}});
+  EXPECT_TRUE(read_png_text((dir / "plain.png").string()).empty());
+  // Bad keywords are refused before anything is written; non-PNG files are named.
+  EXPECT_THROW(write_png((dir / "bad.png").string(), Image8{1, 1, 1, {0}}, {{" lead", "x", ""}}), Error);
+  EXPECT_FALSE(std::filesystem::exists(dir / "bad.png"));
+  std::ofstream(dir / "fake.png") << "GIF89a, not a png";
+  try {
+    read_png_text((dir / "fake.png").string());
+    ADD_FAILURE() << "read a non-PNG";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fake.png: not a PNG file"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -220,5 +220,32 @@ TEST_F(SafetensorsTest, WriterRejectsInconsistentTensors) {
   EXPECT_FALSE(fs::exists(path));
 }
 
+// The format requires the tensors to cover the data area exactly: unowned
+// bytes (a gap, trailing data) could carry a second file format.
+TEST_F(SafetensorsTest, RejectsHolesInTheDataArea) {
+  const std::string two = R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, )"
+                          R"("b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})";
+  expect_rejected(write_raw(two + std::string(8 - two.size() % 8, ' '), 12),
+                  {"data area bytes [4,8) belong to no tensor (before tensor 'b')", "without holes"});
+  const std::string one = R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})";
+  expect_rejected(write_raw(one + std::string(8 - one.size() % 8, ' '), 12),
+                  {"data area bytes [4,12) (after the last tensor) belong to no tensor"});
+  const std::string late = R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})";
+  expect_rejected(write_raw(late + std::string(8 - late.size() % 8, ' '), 8),
+                  {"data area bytes [0,4) belong to no tensor (before tensor 'a')"});
+  // Data with no tensors at all, and empty tensors anywhere, are judged the same way.
+  expect_rejected(write_raw("{}      ", 4), {"data area bytes [0,4) (after the last tensor)"});
+  const std::string with_empty = R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, )"
+                                 R"("e": {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]}})";
+  EXPECT_NO_THROW(SafetensorsFile::open(write_raw(with_empty + std::string(8 - with_empty.size() % 8, ' '), 4)));
+}
+
+TEST_F(SafetensorsTest, RejectsDuplicateKeysInsideAnEntry) {
+  // {"dtype": "F32", "dtype": "BF16"}: nlohmann keeps the last, other readers the first.
+  const std::string header = R"({"a": {"dtype": "F32", "dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}})";
+  expect_rejected(write_raw(header + std::string(8 - header.size() % 8, ' '), 4),
+                  {"header: key \"dtype\" appears twice in the entry of 'a'"});
+}
+
 }  // namespace
 }  // namespace stepmix

@@ -127,7 +127,7 @@ TEST_F(TemporaryOutputTest, ATooLongPathOrTooManyAtOnceIsAnError) {
   EXPECT_THROW(TemporaryOutput(std::string(5000, 'a')), Error);
   std::vector<std::unique_ptr<TemporaryOutput>> held;
   try {
-    for (int i = 0; i < 17; ++i) held.push_back(std::make_unique<TemporaryOutput>((dir_ / std::to_string(i)).string()));
+    for (int i = 0; i <= kMaxTemporaryOutputs; ++i) held.push_back(std::make_unique<TemporaryOutput>((dir_ / std::to_string(i)).string()));
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("temporary outputs at once"), std::string::npos) << e.what();

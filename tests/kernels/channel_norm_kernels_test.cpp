@@ -1,5 +1,6 @@
 // The VAE's channel RMS norm (+ SiLU): the reference against its formula in
-// double, and the AVX-512 variant against the reference, for channel counts
+// double, and every variant of the registry's convolution family against the
+// reference, for channel counts
 // on and off the 16-lane grid, float32 and bf16 outputs, with and without
 // SiLU, and values from 1e-3 to 1e3 (the exponential's range).
 //
@@ -14,9 +15,9 @@
 #include <random>
 #include <vector>
 
-#include "core/cpu_features.hpp"
 #include "core/numerics.hpp"
 #include "kernels/channel_norm_kernels.hpp"
+#include "kernels/kernel_set.hpp"
 
 namespace stepmix::kernels {
 namespace {
@@ -48,34 +49,37 @@ std::vector<float> run(ChannelNormFunction f, const std::vector<float>& x, const
 
 const Case kCases[] = {{12, true, false}, {48, false, false}, {70, true, true}, {256, true, false}, {512, false, true}};
 
-TEST(ChannelNorm, ReferenceAndAvx512MatchTheFormula) {
-  const bool avx512 = cpu_features().can_run_avx512_bf16();
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> magnitude(-3.0f, 3.0f), gamma_range(0.75f, 1.25f);
-  std::normal_distribution<float> normal;
-  const int64_t positions = 37;
-  for (const Case& k : kCases) {
-    std::vector<float> x(std::size_t(positions * k.channels)), gamma(std::size_t(k.channels));
-    // Each position at its own scale, 1e-3 .. 1e3.
-    for (int64_t p = 0; p < positions; ++p) {
-      const float scale = std::pow(10.0f, magnitude(rng));
-      for (int64_t c = 0; c < k.channels; ++c) x[std::size_t(p * k.channels + c)] = scale * normal(rng);
-    }
-    for (float& g : gamma) g = gamma_range(rng);
-    const std::vector<float> want = run(ref::channel_rms_norm, x, gamma, k, positions);
-    const std::vector<float> got = avx512 ? run(avx512::channel_rms_norm, x, gamma, k, positions) : want;
-    for (int64_t p = 0; p < positions; ++p) {
-      double sum = 0;
-      for (int64_t c = 0; c < k.channels; ++c) sum += double(x[std::size_t(p * k.channels + c)]) * x[std::size_t(p * k.channels + c)];
-      for (int64_t c = 0; c < k.channels; ++c) {
-        const std::size_t i = std::size_t(p * k.channels + c);
-        double v = x[i] / std::sqrt(sum) * std::sqrt(double(k.channels)) * gamma[std::size_t(c)];
-        if (k.silu) v = v / (1 + std::exp(-v));
-        const double relative = double(k.channels + 8) * 0x1p-24 + (k.bf16 ? 0x1p-8 : 0.0);
-        ASSERT_NEAR(want[i], v, std::fabs(v) * relative + 1e-30) << "ref, C=" << k.channels << " at " << p << "," << c;
-        const double between = double(k.channels + 8) * 0x1p-24 + (k.bf16 ? 0x1p-7 : 0.0);
-        ASSERT_NEAR(got[i], want[i], std::fabs(want[i]) * between + 1e-30)
-            << "avx512 vs ref, C=" << k.channels << " at " << p << "," << c;
+TEST(ChannelNorm, EveryVariantMatchesTheFormula) {
+  for (const KernelSet& variant : kernel_variants()) {
+    if (!variant.convolution.supported()) continue;
+    SCOPED_TRACE(variant.name);
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> magnitude(-3.0f, 3.0f), gamma_range(0.75f, 1.25f);
+    std::normal_distribution<float> normal;
+    const int64_t positions = 37;
+    for (const Case& k : kCases) {
+      std::vector<float> x(std::size_t(positions * k.channels)), gamma(std::size_t(k.channels));
+      // Each position at its own scale, 1e-3 .. 1e3.
+      for (int64_t p = 0; p < positions; ++p) {
+        const float scale = std::pow(10.0f, magnitude(rng));
+        for (int64_t c = 0; c < k.channels; ++c) x[std::size_t(p * k.channels + c)] = scale * normal(rng);
+      }
+      for (float& g : gamma) g = gamma_range(rng);
+      const std::vector<float> want = run(ref::channel_rms_norm, x, gamma, k, positions);
+      const std::vector<float> got = run(variant.convolution.channel_rms_norm, x, gamma, k, positions);
+      for (int64_t p = 0; p < positions; ++p) {
+        double sum = 0;
+        for (int64_t c = 0; c < k.channels; ++c) sum += double(x[std::size_t(p * k.channels + c)]) * x[std::size_t(p * k.channels + c)];
+        for (int64_t c = 0; c < k.channels; ++c) {
+          const std::size_t i = std::size_t(p * k.channels + c);
+          double v = x[i] / std::sqrt(sum) * std::sqrt(double(k.channels)) * gamma[std::size_t(c)];
+          if (k.silu) v = v / (1 + std::exp(-v));
+          const double relative = double(k.channels + 8) * 0x1p-24 + (k.bf16 ? 0x1p-8 : 0.0);
+          ASSERT_NEAR(want[i], v, std::fabs(v) * relative + 1e-30) << "ref, C=" << k.channels << " at " << p << "," << c;
+          const double between = double(k.channels + 8) * 0x1p-24 + (k.bf16 ? 0x1p-7 : 0.0);
+          ASSERT_NEAR(got[i], want[i], std::fabs(want[i]) * between + 1e-30)
+              << "variant vs ref, C=" << k.channels << " at " << p << "," << c;
+        }
       }
     }
   }

@@ -10,53 +10,23 @@
 #include <random>
 #include <vector>
 
+#include "common/e4m3_inputs.hpp"
 #include "core/numerics.hpp"
-#include "kernels/linear_kernels.hpp"
+#include "kernels/kernel_set.hpp"
 
 namespace stepmix::kernels {
 namespace {
 
-// Every E4M3 value, the midpoints between neighbours, ±1 float ulp around
-// each, saturation and special values, and random values over many octaves.
-std::vector<float> tricky_inputs() {
-  std::vector<float> v;
-  std::vector<float> values;
-  for (int c = 0; c < 0x7F; ++c) values.push_back(e4m3_to_float(uint8_t(c)));
-  for (size_t i = 0; i < values.size(); ++i) {
-    std::vector<float> around = {values[i]};
-    if (i + 1 < values.size()) around.push_back(0.5f * (values[i] + values[i + 1]));  // exact midpoint
-    for (float x : around) {
-      for (float y : {x, std::nextafter(x, 0.0f), std::nextafter(x, 1e9f)}) {
-        v.push_back(y);
-        v.push_back(-y);
-      }
-    }
-  }
-  const float inf = std::numeric_limits<float>::infinity();
-  for (float x : {448.0f, 460.0f, 464.0f, 465.0f, 480.0f, 1e6f, 3e38f, inf, 0.0f, 1e-45f, 1e-40f, 0x1p-10f,
-                  1.5f * 0x1p-10f, 3 * 0x1p-10f, 0.0146484375f, 0.015625f}) {
-    v.push_back(x);
-    v.push_back(-x);
-  }
-  v.push_back(std::numeric_limits<float>::quiet_NaN());
-  v.push_back(-std::numeric_limits<float>::quiet_NaN());
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> exponent(-14.0f, 10.0f);
-  std::uniform_int_distribution<int> sign(0, 1);
-  for (int i = 0; i < 20000; ++i) v.push_back((sign(rng) ? -1.0f : 1.0f) * std::exp2(exponent(rng)));
-  return v;
-}
-
 TEST(QuantizeVariants, F32ActivationCodesAreBitExact) {
-  const std::vector<float> x = tricky_inputs();
+  const std::vector<float> x = test::e4m3_tricky_inputs();
   for (const KernelSet& variant : kernel_variants()) {
-    if (!variant.supported()) continue;
+    if (!variant.linear.supported()) continue;
     for (float scale : {1.0f, 0.0217f, 3.0f, 1e-3f}) {
       // Odd offsets and lengths exercise the vector tails.
       for (int64_t begin : {0, 3}) {
         const int64_t count = int64_t(x.size()) - begin - 5;
         std::vector<uint8_t> codes(size_t(count) + 1, 0xAB);
-        variant.quantize_e4m3_f32(x.data() + begin, count, scale, codes.data());
+        variant.linear.quantize_e4m3_f32(x.data() + begin, count, scale, codes.data());
         for (int64_t i = 0; i < count; ++i)
           ASSERT_EQ(codes[i], quantize_e4m3_saturating(x[begin + i] / scale))
               << variant.name << " x=" << x[begin + i] << " scale=" << scale;
@@ -72,28 +42,12 @@ TEST(QuantizeVariants, F32ActivationCodesAreBitExact) {
 // multiplication by 1/s, even one guarded at the midpoints with too small a
 // margin) rounds differently. Pins every variant to the spec's division.
 TEST(QuantizeVariants, QuotientsNextToMidpointsAreBitExact) {
-  std::vector<float> targets;
-  for (int c = 0; c < 0x7E; ++c) {
-    const float value = e4m3_to_float(uint8_t(c)), next = e4m3_to_float(uint8_t(c + 1));
-    targets.push_back(value);
-    targets.push_back(0.5f * (value + next));
-  }
-  targets.push_back(448.0f);
-  targets.push_back(464.0f);
   for (const KernelSet& variant : kernel_variants()) {
-    if (!variant.supported()) continue;
-    for (float scale : {0.0217f, 3.0f, 1e-3f, 0.1f, 7.3e-5f, 123.4f, 0.3333333f, 1e-39f, 3e38f}) {
-      std::vector<float> x;
-      for (float t : targets) {
-        float center = t * scale;
-        for (int k = 0; k < 6; ++k) center = std::nextafter(center, 0.0f);
-        for (int k = 0; k < 13; ++k, center = std::nextafter(center, 1e38f)) {
-          x.push_back(center);
-          x.push_back(-center);
-        }
-      }
+    if (!variant.linear.supported()) continue;
+    for (float scale : test::e4m3_awkward_scales()) {
+      const std::vector<float> x = test::quotients_next_to_e4m3_midpoints(scale);
       std::vector<uint8_t> codes(x.size());
-      variant.quantize_e4m3_f32(x.data(), int64_t(x.size()), scale, codes.data());
+      variant.linear.quantize_e4m3_f32(x.data(), int64_t(x.size()), scale, codes.data());
       for (size_t i = 0; i < x.size(); ++i)
         ASSERT_EQ(codes[i], quantize_e4m3_saturating(x[i] / scale))
             << variant.name << " x=" << x[i] << " scale=" << scale << " x/scale=" << x[i] / scale;
@@ -105,10 +59,10 @@ TEST(QuantizeVariants, Bf16ActivationCodesAreBitExact) {
   std::vector<uint16_t> x;
   for (uint32_t h = 0; h < 0x10000; ++h) x.push_back(uint16_t(h));  // every bf16, NaNs and infinities included
   for (const KernelSet& variant : kernel_variants()) {
-    if (!variant.supported()) continue;
+    if (!variant.linear.supported()) continue;
     for (float scale : {1.0f, 0.0217f, 7.5f}) {
       std::vector<uint8_t> codes(x.size() - 1);
-      variant.quantize_e4m3_bf16(x.data() + 1, int64_t(codes.size()), scale, codes.data());
+      variant.linear.quantize_e4m3_bf16(x.data() + 1, int64_t(codes.size()), scale, codes.data());
       for (size_t i = 0; i < codes.size(); ++i)
         ASSERT_EQ(codes[i], quantize_e4m3_saturating(bf16_to_float(x[i + 1]) / scale))
             << variant.name << " bf16=0x" << std::hex << x[i + 1];
@@ -121,11 +75,11 @@ TEST(QuantizeVariants, WeightDequantizationIsBitExact) {
   for (int rep = 0; rep < 3; ++rep)
     for (int c = 0; c < 256; ++c) codes.push_back(uint8_t(c));
   for (const KernelSet& variant : kernel_variants()) {
-    if (!variant.supported()) continue;
+    if (!variant.linear.supported()) continue;
     for (float scale : {1.0f, 0.0123f, 2.5e-4f, 1.7e-38f}) {
       const int64_t count = int64_t(codes.size()) - 7;
       std::vector<uint16_t> out(static_cast<size_t>(count));
-      variant.dequantize_e4m3_to_bf16(codes.data(), count, scale, out.data());
+      variant.linear.dequantize_e4m3_to_bf16(codes.data(), count, scale, out.data());
       for (int64_t i = 0; i < count; ++i) {
         const uint16_t want = float_to_bf16_rne(e4m3_to_float(codes[i]) * scale);
         if (std::isnan(bf16_to_float(want))) {
@@ -150,7 +104,7 @@ TEST(KernelTable, RefIsFirstAndNamesResolve) {
       EXPECT_THROW(kernel_variant(v.name), std::exception) << v.name;
     }
   }
-  EXPECT_TRUE(active_kernels().supported());
+  EXPECT_TRUE(active_kernels().linear.supported());
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ std::string load_error(const std::string& dir) {
 }
 
 HostTensor dense_velocity(Cosmos3Transformer& model, const std::string& forward_case) {
-  return model.forward(read_forward_inputs(*open_forward_case(forward_case)), LinearMode::Dense, LinearMode::Dense);
+  return model.forward(read_forward_inputs(*open_forward_case(forward_case)), {Precision::BF16, Precision::BF16});
 }
 
 TEST(CheckpointVariants, LoadsWithoutLmHead) {
@@ -108,13 +108,13 @@ TEST(CheckpointVariants, PrecisionMustMatchTheCheckpoint) {
   EXPECT_EQ(fp8.governed_counts().reasoner_fp8, 14);
   const ForwardInputs inputs = read_forward_inputs(*open_forward_case("image"));
   try {
-    fp8.forward(inputs, LinearMode::Dense, LinearMode::W8A16);
+    fp8.forward(inputs, {Precision::BF16, Precision::W8A16});
     FAIL() << "dense on FP8 must throw";
   } catch (const Error& e) {
     EXPECT_TRUE(contains(e.what(), "generation tower holds 14 FP8 Linears")) << e.what();
     EXPECT_TRUE(contains(e.what(), "BF16 checkpoint")) << e.what();
   }
-  EXPECT_THROW(fp8.forward(inputs, LinearMode::W8A8, LinearMode::Dense), Error);
+  EXPECT_THROW(fp8.forward(inputs, {Precision::W8A8, Precision::BF16}), Error);
 }
 
 TEST(CheckpointVariants, Relu2ModelNeedsNoGateProj) {
@@ -148,7 +148,7 @@ TEST(CheckpointVariants, UndKeyNormForGenReplacesTextQkNorms) {
   EXPECT_TRUE(model.config().has_und_k_norm_for_gen());
   ForwardDebug debug;
   const HostTensor v =
-      model.forward(read_forward_inputs(*open_forward_case("image")), LinearMode::Dense, LinearMode::Dense, &debug);
+      model.forward(read_forward_inputs(*open_forward_case("image")), {Precision::BF16, Precision::BF16, ActivationDType::F32, &debug});
   for (float x : v.data) ASSERT_TRUE(std::isfinite(x));
   // The understanding stream no longer normalises its own q/k.
   EXPECT_NE(debug.tensors.at("und_hidden.1").data, golden_floats(*open_forward_case("image"), "und_hidden.1"));
@@ -159,7 +159,7 @@ TEST(ForwardInputsCheck, RejectsInputsThatDoNotFitTheConfig) {
   const ForwardInputs good = read_forward_inputs(*open_forward_case("video"));
   auto error_of = [&](const ForwardInputs& in) -> std::string {
     try {
-      model.forward(in, LinearMode::Dense, LinearMode::Dense);
+      model.forward(in, {Precision::BF16, Precision::BF16});
     } catch (const Error& e) {
       return e.what();
     }

@@ -82,12 +82,104 @@ TEST(Config, NanoConfigParsesWithItsSlotMap) {
   for (std::size_t j = 60; j < 64; ++j) EXPECT_EQ(axes[j], RopeAxis::T) << j;
 }
 
-TEST(Config, DefaultsAreNano) {
-  const Cosmos3Config c = parse_cosmos3_config(json::object(), "empty/config.json").config;
-  EXPECT_EQ(c.hidden_size, 4096);
-  EXPECT_EQ(c.num_hidden_layers, 36);
+// Sizes define the architecture and are never defaulted (an empty config
+// used to parse as Nano); the other keys keep Diffusers' defaults.
+TEST(Config, SizesAreRequiredOtherKeysDefaultToNano) {
+  EXPECT_NE(parse_error(json::object()).find("nano/config.json: hidden_size: missing; expected a positive integer"),
+            std::string::npos)
+      << parse_error(json::object());
+  for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                          "num_key_value_heads", "head_dim", "vocab_size", "latent_channel", "latent_patch_size",
+                          "patch_latent_dim"}) {
+    json config = nano_config();
+    config.erase(key);
+    EXPECT_NE(parse_error(config).find(std::string(key) + ": missing"), std::string::npos) << parse_error(config);
+    config[key] = nullptr;
+    EXPECT_NE(parse_error(config).find(std::string(key) + ": expected a positive integer, got null"), std::string::npos)
+        << parse_error(config);
+  }
+  json sizes_only;
+  for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                          "num_key_value_heads", "head_dim", "vocab_size", "latent_channel", "latent_patch_size",
+                          "patch_latent_dim"})
+    sizes_only[key] = nano_config()[key];
+  const Cosmos3Config c = parse_cosmos3_config(sizes_only, "sizes/config.json").config;
   EXPECT_EQ(c.rope_axes_dim, (std::array<int64_t, 3>{24, 20, 20}));
   EXPECT_EQ(c.rope_theta, 5000000.0);
+  EXPECT_TRUE(c.qk_norm_for_text);
+  EXPECT_EQ(c.hidden_act, HiddenAct::SiLU);
+}
+
+TEST(Config, NullIsNotTheDefault) {
+  // Diffusers passes None through, which is not the default (qk_norm_for_text
+  // None is falsy there, true here): refused rather than guessed.
+  for (const char* key : {"qk_norm_for_text", "attention_bias", "rms_norm_eps", "rope_theta", "hidden_act",
+                          "timestep_scale", "use_und_k_norm_for_gen"}) {
+    json config = nano_config();
+    config[key] = nullptr;
+    EXPECT_NE(parse_error(config).find(std::string(key) + ": expected"), std::string::npos) << key;
+  }
+  json config = nano_config();  // documented as nullable
+  config["rope_scaling"] = nullptr;
+  config["sound_dim"] = nullptr;
+  config["action_dim"] = nullptr;
+  config["sound_gen"] = nullptr;
+  EXPECT_EQ(parse_error(config), "");
+}
+
+TEST(Config, NumbersOutOfRangeAreQuotedAsWritten) {
+  // 10^19 read as int64 wrapped to -8446744073709551616 in the message.
+  json config = nano_config();
+  config["num_hidden_layers"] = 10000000000000000000ull;
+  EXPECT_NE(parse_error(config).find("num_hidden_layers: 10000000000000000000 exceeds the limit of 16777216"),
+            std::string::npos)
+      << parse_error(config);
+  config["num_hidden_layers"] = 1e19;
+  EXPECT_NE(parse_error(config).find("num_hidden_layers: expected a positive integer, got 1e+19"), std::string::npos)
+      << parse_error(config);
+  config = nano_config();
+  config["rope_axes_dim"] = json::parse("[24, 20, 18446744073709551615]");
+  EXPECT_NE(parse_error(config).find("got [24,20,18446744073709551615]"), std::string::npos) << parse_error(config);
+}
+
+TEST(Config, FeaturesThatWouldChangeTheModelAreRefused) {
+  // Accepted and ignored before: the output was the base model's, bit for bit.
+  json config = nano_config();
+  config["sound_gen"] = true;
+  EXPECT_NE(parse_error(config).find("sound_gen: true: sound generation is not implemented"), std::string::npos)
+      << parse_error(config);
+  config = nano_config();
+  config["action_gen"] = true;
+  EXPECT_NE(parse_error(config).find("action_gen: true: action generation is not implemented"), std::string::npos);
+  config["action_gen"] = 1;
+  EXPECT_NE(parse_error(config).find("action_gen: expected true or false, got 1"), std::string::npos);
+  config = nano_config();
+  config["_class_name"] = "FluxTransformer2DModel";
+  EXPECT_NE(parse_error(config).find("_class_name: expected \"Cosmos3OmniTransformer\" (the Cosmos3 transformer), got "
+                                     "\"FluxTransformer2DModel\""),
+            std::string::npos)
+      << parse_error(config);
+  config = nano_config();
+  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_NE(parse_error(config).find("rope_scaling."), std::string::npos) << parse_error(config);
+  config["rope_scaling"] = {{"factor", 4.0}};
+  EXPECT_NE(parse_error(config).find("rope_scaling.factor: not implemented"), std::string::npos) << parse_error(config);
+  config["rope_scaling"] = {{"rope_type", "linear"}};
+  EXPECT_NE(parse_error(config).find("rope_scaling.rope_type: expected \"default\""), std::string::npos);
+  config["rope_scaling"] = {{"mrope_interleaved", false}, {"mrope_section", {24, 20, 20}}};
+  EXPECT_NE(parse_error(config).find("rope_scaling.mrope_interleaved: expected true"), std::string::npos);
+  config["rope_scaling"] = {{"mrope_section", {32, 16, 16}}};
+  EXPECT_NE(parse_error(config).find("rope_scaling.mrope_section: [32,16,16] disagrees with rope_axes_dim [24,20,20]"),
+            std::string::npos)
+      << parse_error(config);
+  // The legacy holder of the same section is what the rotary code implements.
+  config["rope_scaling"] = {{"mrope_interleaved", true}, {"mrope_section", {24, 20, 20}}, {"rope_type", "default"}};
+  EXPECT_EQ(parse_error(config), "");
+  // use_und_k_norm_for_gen is implemented (model/transformer_layers_*.cpp): accepted.
+  config = nano_config();
+  config["qk_norm_for_text"] = false;
+  config["use_und_k_norm_for_gen"] = true;
+  EXPECT_TRUE(parse_cosmos3_config(config, "c.json").config.has_und_k_norm_for_gen());
 }
 
 TEST(Config, RopeAxesFallBackToMropeSection) {
@@ -190,8 +282,9 @@ TEST(Config, SizesAboveTheLimitAreRejected) {
   config["patch_latent_dim"] = 1;
   EXPECT_NE(parse_error(config).find("latent_patch_size: 1099511627776 exceeds the limit"), std::string::npos);
   config = nano_config();
-  config["hidden_size"] = uint64_t(1) << 63;  // read as int64: negative
-  EXPECT_NE(parse_error(config).find("hidden_size: expected a positive integer"), std::string::npos);
+  config["hidden_size"] = uint64_t(1) << 63;  // quoted as written, not as int64's negative
+  EXPECT_NE(parse_error(config).find("hidden_size: 9223372036854775808 exceeds the limit"), std::string::npos)
+      << parse_error(config);
 }
 
 TEST(Config, DerivedSizesDoNotOverflow) {

@@ -75,14 +75,5 @@ TEST(RopeTables, TextTokensGetOrdinaryRope) {
     EXPECT_EQ(t.sin_row(1)[j], std::sin(expected_positions[j] * inv_freq[std::size_t(j)])) << j;
 }
 
-TEST(Rotary, RotatesPairsAcrossTheHalves) {
-  // D = 4: pairs (0, 2) and (1, 3); a quarter turn on the first, none on the second.
-  std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f};
-  const float cos[4] = {0.0f, 1.0f, 0.0f, 1.0f};
-  const float sin[4] = {1.0f, 0.0f, 1.0f, 0.0f};
-  apply_rotary(x.data(), 1, 1, 4, cos, sin);
-  EXPECT_EQ(x, (std::vector<float>{-3.0f, 2.0f, 1.0f, 4.0f}));
-}
-
 }  // namespace
 }  // namespace stepmix::test

@@ -15,7 +15,7 @@
 #include <filesystem>
 
 #include "core/thread_pool.hpp"
-#include "model/synthetic_checkpoint.hpp"
+#include "synthetic_checkpoint.hpp"
 #include "model_test_util.hpp"
 
 namespace stepmix::test {
@@ -28,10 +28,9 @@ constexpr double kW8A8FreeRunningBound = 2e-1;
 // the dense case.
 constexpr double kW8A8ForcedBound = kDenseBound;
 
-HostTensor forward_in(Cosmos3Transformer& model, ActivationDType dtype, const ForwardInputs& in, LinearMode mode,
+HostTensor forward_in(Cosmos3Transformer& model, ActivationDType dtype, const ForwardInputs& in, Precision mode,
                       ForwardDebug* debug = nullptr) {
-  model.set_activation_dtype(dtype);
-  return model.forward(in, mode, mode, debug);
+  return model.forward(in, {mode, mode, dtype, debug});
 }
 
 struct Worst {
@@ -47,7 +46,7 @@ void report(const char* what, const Worst& velocity, const Worst& hidden, double
               velocity.value, velocity.where.c_str(), hidden.value, hidden.where.c_str(), bound);
 }
 
-void compare_modes(const std::string& folder, LinearMode mode, double bound, const char* label) {
+void compare_modes(const std::string& folder, Precision mode, double bound, const char* label) {
   Cosmos3Transformer model = load_tiny(folder);
   Worst velocity, hidden;
   for (const std::string& name : forward_cases()) {
@@ -66,21 +65,20 @@ void compare_modes(const std::string& folder, LinearMode mode, double bound, con
   report(label, velocity, hidden, bound);
 }
 
-TEST(ForwardBf16, DenseWithinTheBf16Bound) { compare_modes("transformer", LinearMode::Dense, kDenseBound, "dense"); }
+TEST(ForwardBf16, DenseWithinTheBf16Bound) { compare_modes("transformer", Precision::BF16, kDenseBound, "dense"); }
 
 TEST(ForwardBf16, W8A16WithinTheBf16Bound) {
-  compare_modes("transformer-fp8", LinearMode::W8A16, kW8A16Bound, "w8a16");
+  compare_modes("transformer-fp8", Precision::W8A16, kW8A16Bound, "w8a16");
 }
 
 TEST(ForwardBf16, W8A8FreeRunningWithinTheBf16Bound) {
-  compare_modes("transformer-fp8", LinearMode::W8A8, kW8A8FreeRunningBound, "w8a8 free running");
+  compare_modes("transformer-fp8", Precision::W8A8, kW8A8FreeRunningBound, "w8a8 free running");
 }
 
 TEST(ForwardBf16, W8A8WithStoredCodesWithinTheDenseBf16Bound) {
   Worst velocity;
   for (const std::string& name : forward_cases()) {
     Cosmos3Transformer model = load_tiny("transformer-fp8");
-    model.set_activation_dtype(ActivationDType::BF16);
     auto golden = open_forward_case(name);
     int calls = 0;
     model.set_activation_code_hook([&](const std::string& linear, uint8_t* q, int64_t M, int64_t K) {
@@ -89,7 +87,8 @@ TEST(ForwardBf16, W8A8WithStoredCodesWithinTheDenseBf16Bound) {
       std::copy_n(stored.as<uint8_t>(), M * K, q);
       ++calls;
     });
-    const HostTensor v = model.forward(read_forward_inputs(*golden), LinearMode::W8A8, LinearMode::W8A8);
+    const HostTensor v =
+        model.forward(read_forward_inputs(*golden), {Precision::W8A8, Precision::W8A8, ActivationDType::BF16});
     EXPECT_EQ(calls, 28) << name;
     const double d = max_normalised_deviation(v.data, golden_floats(*golden, "velocity_w8a8"));
     EXPECT_LE(d, kW8A8ForcedBound) << name;
@@ -102,11 +101,11 @@ TEST(ForwardBf16, UnderstandingCacheIsKeyedByActivationDType) {
   Cosmos3Transformer model = load_tiny("transformer");
   Cosmos3Transformer fresh = load_tiny("transformer");
   const ForwardInputs in = read_forward_inputs(*open_forward_case("video"));
-  forward_in(model, ActivationDType::F32, in, LinearMode::Dense);
-  const HostTensor bf16 = forward_in(model, ActivationDType::BF16, in, LinearMode::Dense);
+  forward_in(model, ActivationDType::F32, in, Precision::BF16);
+  const HostTensor bf16 = forward_in(model, ActivationDType::BF16, in, Precision::BF16);
   EXPECT_EQ(model.understanding_cache().hits(), 0u) << "float32 K/V must not serve a bf16 forward";
-  EXPECT_EQ(bf16.data, forward_in(fresh, ActivationDType::BF16, in, LinearMode::Dense).data);
-  EXPECT_EQ(forward_in(model, ActivationDType::BF16, in, LinearMode::Dense).data, bf16.data);
+  EXPECT_EQ(bf16.data, forward_in(fresh, ActivationDType::BF16, in, Precision::BF16).data);
+  EXPECT_EQ(forward_in(model, ActivationDType::BF16, in, Precision::BF16).data, bf16.data);
   EXPECT_EQ(model.understanding_cache().hits(), 1u);
 }
 
@@ -133,12 +132,12 @@ TEST_F(SyntheticModel, SameBitsOnOneThreadAndOnThePool) {
   const ForwardInputs in = synthetic_inputs(shape_, 9, 22, 18, 500.0f, 3);
   for (ActivationDType dtype : {ActivationDType::F32, ActivationDType::BF16}) {
     Cosmos3Transformer pooled = load(), single = load();
-    const HostTensor a = forward_in(pooled, dtype, in, LinearMode::Dense);
+    const HostTensor a = forward_in(pooled, dtype, in, Precision::BF16);
     HostTensor b;
     // Inside a task of another pool, every parallel_for of the forward runs inline.
     ThreadPool outer(2);
     outer.parallel_for(2, [&](int64_t task) {
-      if (task == 0) b = forward_in(single, dtype, in, LinearMode::Dense);
+      if (task == 0) b = forward_in(single, dtype, in, Precision::BF16);
     });
     EXPECT_EQ(a.data, b.data) << activation_dtype_name(dtype);
   }
@@ -148,13 +147,13 @@ TEST_F(SyntheticModel, Bf16StaysNearFloat32AndReusesItsScratch) {
   Cosmos3Transformer model = load();
   model.understanding_cache().set_capacity(0);
   const ForwardInputs in = synthetic_inputs(shape_, 9, 22, 18, 500.0f, 4);
-  const HostTensor f32 = forward_in(model, ActivationDType::F32, in, LinearMode::Dense);
-  const HostTensor bf16 = forward_in(model, ActivationDType::BF16, in, LinearMode::Dense);
+  const HostTensor f32 = forward_in(model, ActivationDType::F32, in, Precision::BF16);
+  const HostTensor bf16 = forward_in(model, ActivationDType::BF16, in, Precision::BF16);
   const std::size_t scratch = model.workspace_bytes();
   const double d = max_normalised_deviation(bf16.data, f32.data);
   std::printf("[ measured ] synthetic head_dim 128 model: bf16 vs f32 velocity %.2e (bound %.0e)\n", d, kDenseBound);
   EXPECT_LE(d, kDenseBound);
-  EXPECT_EQ(forward_in(model, ActivationDType::BF16, in, LinearMode::Dense).data, bf16.data);
+  EXPECT_EQ(forward_in(model, ActivationDType::BF16, in, Precision::BF16).data, bf16.data);
   EXPECT_EQ(model.workspace_bytes(), scratch) << "a repeated call must not grow the scratch";
 }
 

@@ -48,7 +48,7 @@ TEST(ForwardGolden, RopeTablesMatchBitForBitInFrequencyAndWithinAnUlpInValue) {
   for (const std::string& name : forward_cases()) {
     auto golden = open_forward_case(name);
     ForwardDebug debug;
-    model.forward(read_forward_inputs(*golden), LinearMode::Dense, LinearMode::Dense, &debug);
+    model.forward(read_forward_inputs(*golden), {Precision::BF16, Precision::BF16, ActivationDType::F32, &debug});
     EXPECT_EQ(debug.tensors.at("rope.inv_freq").data, golden_floats(*golden, "rope.inv_freq")) << name;
     for (const char* table : {"rope.cos", "rope.sin"}) {
       const auto& actual = debug.tensors.at(table).data;
@@ -70,7 +70,7 @@ TEST(ForwardGolden, DenseMatchesEveryIntermediateAndVelocity) {
     auto golden = open_forward_case(name);
     ForwardDebug debug;
     const HostTensor velocity =
-        model.forward(read_forward_inputs(*golden), LinearMode::Dense, LinearMode::Dense, &debug);
+        model.forward(read_forward_inputs(*golden), {Precision::BF16, Precision::BF16, ActivationDType::F32, &debug});
     EXPECT_EQ(velocity.shape, golden->get("velocity").shape);
     for (const char* t :
          {"timestep_embed", "und_embed", "vision_proj_in", "gen_embed", "gen_final_norm", "packed_pred"}) {
@@ -91,7 +91,7 @@ TEST(ForwardGolden, ConditionedFramesAreZero) {
   Cosmos3Transformer model = load_tiny("transformer");
   auto golden = open_forward_case("cond");
   const ForwardInputs inputs = read_forward_inputs(*golden);
-  const HostTensor v = model.forward(inputs, LinearMode::Dense, LinearMode::Dense);
+  const HostTensor v = model.forward(inputs, {Precision::BF16, Precision::BF16});
   const int64_t C = v.shape[1], T = v.shape[2], HW = v.shape[3] * v.shape[4];
   ASSERT_EQ(inputs.condition_frame_mask.size(), std::size_t(T));
   for (int64_t c = 0; c < C; ++c)
@@ -111,7 +111,7 @@ TEST(ForwardGolden, W8A16MatchesHiddenStatesAndVelocity) {
   for (const std::string& name : forward_cases()) {
     auto golden = open_forward_case(name);
     ForwardDebug debug;
-    const HostTensor v = model.forward(read_forward_inputs(*golden), LinearMode::W8A16, LinearMode::W8A16, &debug);
+    const HostTensor v = model.forward(read_forward_inputs(*golden), {Precision::W8A16, Precision::W8A16, ActivationDType::F32, &debug});
     compare_hidden(debug, *golden, "w8a16.", name, kW8A16HiddenBound, hidden);
     const double d = max_normalised_deviation(v.data, golden_floats(*golden, "velocity_w8a16"));
     EXPECT_LE(d, kW8A16VelocityBound) << name;
@@ -157,7 +157,7 @@ TEST(ForwardGolden, W8A8ForcedCodesMatchTightly) {
     ForcedCodes forced{golden.get()};
     model.set_activation_code_hook(forced.hook());
     ForwardDebug debug;
-    const HostTensor v = model.forward(read_forward_inputs(*golden), LinearMode::W8A8, LinearMode::W8A8, &debug);
+    const HostTensor v = model.forward(read_forward_inputs(*golden), {Precision::W8A8, Precision::W8A8, ActivationDType::F32, &debug});
     EXPECT_EQ(forced.calls.size(), 28u) << name << ": every governed linear runs W8A8 once";
     EXPECT_EQ(forced.far_mismatches, 0) << name;
     EXPECT_LE(double(forced.mismatches), kCodeMismatchFraction * double(forced.codes)) << name;
@@ -177,7 +177,7 @@ TEST(ForwardGolden, W8A8FreeRunningStaysWithinTheLooseBound) {
   Deviation velocity;
   for (const std::string& name : forward_cases()) {
     auto golden = open_forward_case(name);
-    const HostTensor v = model.forward(read_forward_inputs(*golden), LinearMode::W8A8, LinearMode::W8A8);
+    const HostTensor v = model.forward(read_forward_inputs(*golden), {Precision::W8A8, Precision::W8A8});
     const double d = max_normalised_deviation(v.data, golden_floats(*golden, "velocity_w8a8"));
     EXPECT_LE(d, kW8A8FreeRunningBound) << name;
     velocity.add(d, name);

@@ -78,5 +78,82 @@ TEST_F(HostileCheckpointTest, ConfigSizesThatDisagreeWithTheTensors) {
       << e;
 }
 
+TEST_F(HostileCheckpointTest, AbsurdScalesAreRefusedLikeNonFiniteOnes) {
+  // 3e38 is finite and positive, and used to pass: the first W8A8 product
+  // overflowed and every latent became NaN.
+  const std::string scale = "layers.0.self_attn.add_q_proj.weight_scale";
+  for (float bad : {3e38f, 1e-30f}) {
+    const std::string dir = fp8_copy(scale, bad);
+    const std::string e = load_error(dir);
+    EXPECT_NE(e.find(dir + ": tensor '" + scale + "' "), std::string::npos) << e;
+    EXPECT_NE(e.find("is outside [2^-64, 2^32]"), std::string::npos) << e;
+    fs::remove_all(dir_);
+  }
+  EXPECT_EQ(load_error(fp8_copy(scale, 0x1p32f)), "");  // the bounds themselves are accepted
+  fs::remove_all(dir_);
+  EXPECT_EQ(load_error(fp8_copy(scale, 0x1p-64f)), "");
+}
+
+// A tensor no module reads means the file and the config describe different
+// models; it used to be ignored.
+class UnusedTensorTest : public TempDirTest {
+ protected:
+  std::string load_error_with(const std::function<void(std::vector<TensorToWrite>&)>& edit) {
+    auto tensors = load_all_tensors(golden_path("transformer-fp8/diffusion_pytorch_model.safetensors"));
+    edit(tensors);
+    write_transformer_folder(dir_, tensors, golden_path("transformer-fp8/config.json"));
+    try {
+      Cosmos3Transformer::load(ModelDirectory::open(dir_.string()));
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+  static void copy_layer(std::vector<TensorToWrite>& ts, int from, int to) {
+    const std::string prefix = "layers." + std::to_string(from) + ".";
+    std::vector<TensorToWrite> copies;
+    for (const TensorToWrite& t : ts)
+      if (t.name.rfind(prefix, 0) == 0) {
+        copies.push_back(t);
+        copies.back().name = "layers." + std::to_string(to) + "." + t.name.substr(prefix.size());
+      }
+    ts.insert(ts.end(), copies.begin(), copies.end());
+  }
+};
+
+TEST_F(UnusedTensorTest, ALayerBeyondTheConfigIsAnError) {
+  const std::string e = load_error_with([](auto& ts) { copy_layer(ts, 1, 2); });
+  EXPECT_NE(e.find("[model] " + dir_.string() + ": 50 tensors are not used by the model the config describes ('layers.2."),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("..."), std::string::npos) << e;  // the first five, then the count
+  EXPECT_NE(e.find("50 of them belong to layers beyond num_hidden_layers = 2"), std::string::npos) << e;
+}
+
+TEST_F(UnusedTensorTest, UnknownAndSoundOrActionTensorsAreErrors) {
+  const float one = 1.0f;
+  std::string e = load_error_with([&](auto& ts) { ts.push_back(make_tensor_raw("mystery.weight", DType::F32, {1}, &one, 4)); });
+  EXPECT_NE(e.find("1 tensor is not used by the model the config describes ('mystery.weight')"), std::string::npos) << e;
+  fs::remove_all(dir_);
+  e = load_error_with([&](auto& ts) {
+    ts.push_back(make_tensor_raw("audio_proj_in.bias", DType::F32, {1}, &one, 4));
+    ts.push_back(make_tensor_raw("action_modality_embed", DType::F32, {1}, &one, 4));
+  });
+  EXPECT_NE(e.find("2 tensors are not used"), std::string::npos) << e;
+  EXPECT_NE(e.find("'action_modality_embed', 'audio_proj_in.bias'"), std::string::npos) << e;
+}
+
+TEST_F(UnusedTensorTest, TheTextHeadIsAcceptedButShapeChecked) {
+  EXPECT_EQ(load_error_with([](auto&) {}), "");  // the golden holds lm_head.weight
+  const std::string e = load_error_with([](auto& ts) {
+    TensorToWrite* head = find_tensor(ts, "lm_head.weight");
+    ASSERT_NE(head, nullptr);
+    head->shape = {head->shape[1], head->shape[0]};
+  });
+  EXPECT_NE(e.find("tensor 'lm_head.weight' has shape [64, 96], expected [96, 64] [vocab_size, hidden_size]"),
+            std::string::npos)
+      << e;
+}
+
 }  // namespace
 }  // namespace stepmix::test

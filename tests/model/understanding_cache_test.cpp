@@ -25,10 +25,10 @@ TEST(UnderstandingCache, HitEqualsRecomputationAcrossSteps) {
   const ForwardInputs step0 = read_forward_inputs(*open_forward_case("video"));
   const ForwardInputs step1 = later_step(step0);
 
-  cached.forward(step0, LinearMode::Dense, LinearMode::Dense);
-  const HostTensor from_cache = cached.forward(step1, LinearMode::Dense, LinearMode::Dense);
+  cached.forward(step0, {Precision::BF16, Precision::BF16});
+  const HostTensor from_cache = cached.forward(step1, {Precision::BF16, Precision::BF16});
   EXPECT_EQ(cached.understanding_cache().hits(), 1u);
-  const HostTensor recomputed = uncached.forward(step1, LinearMode::Dense, LinearMode::Dense);
+  const HostTensor recomputed = uncached.forward(step1, {Precision::BF16, Precision::BF16});
   EXPECT_EQ(uncached.understanding_cache().size(), 0u);
   expect_close(from_cache, recomputed);
 }
@@ -38,11 +38,11 @@ TEST(UnderstandingCache, AlternatingCondAndUncondPromptsBothHit) {
   const ForwardInputs cond = read_forward_inputs(*open_forward_case("image"));
   ForwardInputs uncond = cond;
   uncond.input_ids[0] = (uncond.input_ids[0] + 1) % 94;  // another prompt, same layout
-  const HostTensor first_cond = model.forward(cond, LinearMode::Dense, LinearMode::Dense);
-  const HostTensor first_uncond = model.forward(uncond, LinearMode::Dense, LinearMode::Dense);
+  const HostTensor first_cond = model.forward(cond, {Precision::BF16, Precision::BF16});
+  const HostTensor first_uncond = model.forward(uncond, {Precision::BF16, Precision::BF16});
   EXPECT_NE(first_cond.data, first_uncond.data);
-  expect_close(model.forward(cond, LinearMode::Dense, LinearMode::Dense), first_cond);
-  expect_close(model.forward(uncond, LinearMode::Dense, LinearMode::Dense), first_uncond);
+  expect_close(model.forward(cond, {Precision::BF16, Precision::BF16}), first_cond);
+  expect_close(model.forward(uncond, {Precision::BF16, Precision::BF16}), first_uncond);
   EXPECT_EQ(model.understanding_cache().hits(), 2u);
   EXPECT_EQ(model.understanding_cache().size(), 2u);
 }
@@ -53,23 +53,23 @@ TEST(UnderstandingCache, KeyIncludesReasonerPrecision) {
   uncached.understanding_cache().set_capacity(0);
   const ForwardInputs in = read_forward_inputs(*open_forward_case("odd"));
 
-  const HostTensor a16 = model.forward(in, LinearMode::W8A8, LinearMode::W8A16);
-  const HostTensor native = model.forward(in, LinearMode::W8A8, LinearMode::W8A8);
+  const HostTensor a16 = model.forward(in, {Precision::W8A8, Precision::W8A16});
+  const HostTensor native = model.forward(in, {Precision::W8A8, Precision::W8A8});
   EXPECT_EQ(model.understanding_cache().hits(), 0u) << "a W8A16 reasoner entry must not serve a W8A8 reasoner";
   EXPECT_NE(a16.data, native.data);
-  expect_close(native, uncached.forward(in, LinearMode::W8A8, LinearMode::W8A8));
+  expect_close(native, uncached.forward(in, {Precision::W8A8, Precision::W8A8}));
   // The generation tower's precision is not part of the key.
-  const HostTensor gen_a16 = model.forward(later_step(in), LinearMode::W8A16, LinearMode::W8A8);
+  const HostTensor gen_a16 = model.forward(later_step(in), {Precision::W8A16, Precision::W8A8});
   EXPECT_EQ(model.understanding_cache().hits(), 1u);
-  expect_close(gen_a16, uncached.forward(later_step(in), LinearMode::W8A16, LinearMode::W8A8));
+  expect_close(gen_a16, uncached.forward(later_step(in), {Precision::W8A16, Precision::W8A8}));
 }
 
 TEST(UnderstandingCache, DebugCallsRecomputeAndRecordTheTextStream) {
   Cosmos3Transformer model = load_tiny("transformer");
   const ForwardInputs in = read_forward_inputs(*open_forward_case("cond"));
-  model.forward(in, LinearMode::Dense, LinearMode::Dense);
+  model.forward(in, {Precision::BF16, Precision::BF16});
   ForwardDebug debug;
-  model.forward(in, LinearMode::Dense, LinearMode::Dense, &debug);
+  model.forward(in, {Precision::BF16, Precision::BF16, ActivationDType::F32, &debug});
   EXPECT_EQ(model.understanding_cache().hits(), 0u);
   EXPECT_TRUE(debug.tensors.count("und_hidden.1"));
 }
@@ -77,7 +77,7 @@ TEST(UnderstandingCache, DebugCallsRecomputeAndRecordTheTextStream) {
 TEST(UnderstandingCache, EvictsTheLeastRecentlyUsedPrompt) {
   UnderstandingCache cache(2);
   auto kv = std::make_shared<UnderstandingKV>();
-  auto key = [](int64_t id) { return UnderstandingKey{{id}, {0.0f, 0.0f, 0.0f}, LinearMode::Dense}; };
+  auto key = [](int64_t id) { return UnderstandingKey{{id}, {0.0f, 0.0f, 0.0f}, Precision::BF16}; };
   cache.insert(key(1), kv);
   cache.insert(key(2), kv);
   EXPECT_TRUE(cache.find(key(1)));  // 1 is now the most recent
@@ -86,7 +86,7 @@ TEST(UnderstandingCache, EvictsTheLeastRecentlyUsedPrompt) {
   EXPECT_FALSE(cache.find(key(2)));
   EXPECT_TRUE(cache.find(key(3)));
   // Positions compare bit for bit: -0 is another key than +0.
-  EXPECT_FALSE(cache.find(UnderstandingKey{{1}, {-0.0f, 0.0f, 0.0f}, LinearMode::Dense}));
+  EXPECT_FALSE(cache.find(UnderstandingKey{{1}, {-0.0f, 0.0f, 0.0f}, Precision::BF16}));
 }
 
 }  // namespace

@@ -88,6 +88,15 @@ TEST(Quantization, WeightOnlyIsUnsupported) {
   EXPECT_EQ(info.reason, "quantization_config.weight_only: expected false (activations are quantized), got true");
 }
 
+TEST(Quantization, KvCacheQuantizationIsUnsupported) {
+  // Accepted and ignored before: the K/V stayed 16-bit whatever the file said.
+  const QuantizationInfo info = classify(quant_with("kv_cache_quant_algo", "FP8"));
+  EXPECT_EQ(info.kind, QuantizationKind::Unsupported);
+  EXPECT_EQ(info.reason, "quantization_config.kv_cache_quant_algo: expected null (KV-cache quantization is not "
+                         "implemented), got \"FP8\"");
+  EXPECT_EQ(classify(quant_with("kv_cache_quant_algo", nullptr)).kind, QuantizationKind::ModelOptFp8);
+}
+
 TEST(Quantization, BlockOrChannelScalesAreNotTensorwise) {
   for (const char* key : {"block_quantize", "channel_quantize", "scale_block_quantize", "scale_channel_quantize"}) {
     const QuantizationInfo info = classify(quant_with(key, 128));

@@ -1,4 +1,5 @@
 #include "quant/governed.hpp"
+#include "quant/scale_bounds.hpp"
 
 #include <gtest/gtest.h>
 
@@ -91,6 +92,21 @@ TEST_F(HostileFp8Checkpoint, BadScaleValues) {
     const std::string msg = discovery_error();
     EXPECT_NE(msg.find(q_ + ".weight_scale' must be finite and > 0"), std::string::npos) << bad << ": " << msg;
   }
+}
+
+TEST_F(HostileFp8Checkpoint, AbsurdScalesAreOutsideTheAcceptedRange) {
+  // Finite and positive, but 3e38 overflows the first FP8 product (it passed before).
+  for (float bad : {3e38f, 0x1p33f, 1e-30f}) {
+    tensors_ = test::load_all_tensors(test::golden_path("transformer-fp8/diffusion_pytorch_model.safetensors"));
+    set_scale(q_ + ".input_scale", bad);
+    const std::string msg = discovery_error();
+    EXPECT_NE(msg.find(q_ + ".input_scale' "), std::string::npos) << bad << ": " << msg;
+    EXPECT_NE(msg.find(" is outside [2^-64, 2^32]"), std::string::npos) << bad << ": " << msg;
+  }
+  EXPECT_FALSE(fp8_scale_problem(0x1p32f));
+  EXPECT_FALSE(fp8_scale_problem(0x1p-64f));
+  EXPECT_EQ(*fp8_scale_problem(3e38f), "3e+38 is outside [2^-64, 2^32], the range in which FP8 products stay finite in "
+                                       "float32");
 }
 
 TEST_F(HostileFp8Checkpoint, ScaleWithTwoElements) {

@@ -58,7 +58,7 @@ TEST(LinearApi, Fp8LayerRejectsDenseMode) {
   auto o = make_fp8_linear("l", 4, 8, 2, false);
   Linear linear(o.weights);
   std::vector<float> x(8), y(4);
-  EXPECT_THROW(linear.forward(x.data(), 1, y.data(), LinearMode::Dense), Error);
+  EXPECT_THROW(linear.forward(x.data(), 1, y.data(), Precision::BF16), Error);
   EXPECT_TRUE(linear.is_fp8());
   EXPECT_EQ(linear.in_features(), 8);
   EXPECT_EQ(linear.out_features(), 4);
@@ -73,7 +73,7 @@ TEST(LinearApi, W8A16Fp32MatchesSpec) {
   Linear linear(o.weights);
   auto x = random_activations(M * K, 4);
   std::vector<float> y(static_cast<size_t>(M * N));
-  linear.forward(x.data(), M, y.data(), LinearMode::W8A16);
+  linear.forward(x.data(), M, y.data(), Precision::W8A16);
   const float s_w = *o.weights.weight_scale;
   const auto* codes = o.weights.weight.as<uint8_t>();
   for (int64_t m = 0; m < M; ++m)
@@ -100,7 +100,7 @@ TEST(LinearApi, W8A8Fp32MatchesSpec) {
     seen_codes.assign(codes, codes + rows * cols);
   });
   std::vector<float> y(static_cast<size_t>(M * N));
-  linear.forward(x.data(), M, y.data(), LinearMode::W8A8);
+  linear.forward(x.data(), M, y.data(), Precision::W8A8);
   const float s_x = *o.weights.input_scale, s_w = *o.weights.weight_scale;
   ASSERT_EQ(seen_codes.size(), size_t(M * K));
   for (int64_t i = 0; i < M * K; ++i) ASSERT_EQ(seen_codes[i], quantize_e4m3_saturating(x[i] / s_x)) << i;
@@ -128,7 +128,7 @@ TEST(LinearApi, W8A8HookCanForceCodes) {
     for (int64_t i = 0; i < rows * cols; ++i) codes[i] = 0x38;  // 1.0
   });
   std::vector<float> y(static_cast<size_t>(M * N));
-  linear.forward(x.data(), M, y.data(), LinearMode::W8A8);
+  linear.forward(x.data(), M, y.data(), Precision::W8A8);
   const auto* w = o.weights.weight.as<uint8_t>();
   const float alpha = *o.weights.input_scale * *o.weights.weight_scale;
   for (int64_t n = 0; n < N; ++n) {
@@ -146,7 +146,7 @@ TEST(LinearApi, DenseBf16WeightsWithBf16Activations) {
   auto xf = random_activations(M * K, 10);
   std::vector<uint16_t> x(xf.size()), y(static_cast<size_t>(M * N));
   for (size_t i = 0; i < xf.size(); ++i) x[i] = float_to_bf16_rne(xf[i]);
-  linear.forward(x.data(), M, y.data(), LinearMode::W8A8);  // ignored by a dense layer
+  linear.forward(x.data(), M, y.data(), Precision::W8A8);  // ignored by a dense layer
   const auto* w = o.weights.weight.as<uint16_t>();
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
@@ -166,7 +166,7 @@ TEST(LinearApi, DenseBf16WeightsWithBf16Activations) {
 TEST(LinearApi, ZeroRowsIsANoOp) {
   auto o = make_fp8_linear("l", 4, 8, 2, false);
   Linear linear(o.weights);
-  linear.forward(static_cast<const float*>(nullptr), 0, static_cast<float*>(nullptr), LinearMode::W8A8);
+  linear.forward(static_cast<const float*>(nullptr), 0, static_cast<float*>(nullptr), Precision::W8A8);
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ TEST(LinearCache, AllAndNoneAreBitIdentical) {
       EXPECT_EQ(cached.resident_bytes(), size_t(s.N * s.K * 2));
       const auto xf = random_activations(s.M * s.K, uint32_t(s.M));
       const auto xh = to_bf16(xf);
-      for (LinearMode mode : {LinearMode::W8A16, LinearMode::W8A8}) {
+      for (Precision mode : {Precision::W8A16, Precision::W8A8}) {
         std::vector<uint16_t> yh_none(size_t(s.M * s.N)), yh_all(size_t(s.M * s.N));
         uncached.forward(xh.data(), s.M, yh_none.data(), mode);
         cached.forward(xh.data(), s.M, yh_all.data(), mode);
@@ -52,7 +52,7 @@ TEST(LinearBf16, W8A8CodesComeFromWidenedActivations) {
   std::vector<uint8_t> codes;
   linear.set_code_hook([&](const std::string&, uint8_t* c, int64_t rows, int64_t cols) { codes.assign(c, c + rows * cols); });
   std::vector<uint16_t> y(size_t(s.M * s.N));
-  linear.forward(xh.data(), s.M, y.data(), LinearMode::W8A8);
+  linear.forward(xh.data(), s.M, y.data(), Precision::W8A8);
   const float s_x = *o.weights.input_scale, s_w = *o.weights.weight_scale;
   ASSERT_EQ(codes.size(), xh.size());
   for (size_t i = 0; i < xh.size(); ++i) ASSERT_EQ(codes[i], quantize_e4m3_saturating(bf16_to_float(xh[i]) / s_x));
@@ -79,7 +79,7 @@ TEST(LinearBf16, W8A16WithinOutputRounding) {
   Linear linear(o.weights);
   const auto xh = to_bf16(random_activations(s.M * s.K, 14));
   std::vector<uint16_t> y(size_t(s.M * s.N));
-  linear.forward(xh.data(), s.M, y.data(), LinearMode::W8A16);
+  linear.forward(xh.data(), s.M, y.data(), Precision::W8A16);
   const float s_w = *o.weights.weight_scale;
   const auto* w = o.weights.weight.as<uint8_t>();
   const auto* b = o.weights.bias->as<uint16_t>();

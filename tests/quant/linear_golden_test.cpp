@@ -75,7 +75,7 @@ TEST(LinearGolden, W8A8CodesAndForcedCodeOutputs) {
         }
       });
       std::vector<float> y(static_cast<size_t>(M * N));
-      linear.forward(x.as<float>(), M, y.data(), LinearMode::W8A8);
+      linear.forward(x.as<float>(), M, y.data(), Precision::W8A8);
       const float* g = golden_out.as<float>();
       float max_abs_golden = 0.0f, max_abs_diff = 0.0f;
       for (int64_t i = 0; i < M * N; ++i) {
@@ -102,7 +102,7 @@ TEST(LinearGolden, W8A16MatchesDefinitionOnGoldenInputs) {
     Linear linear(w);
     const int64_t M = x.shape[0], K = x.shape[1], N = linear.out_features();
     std::vector<float> y(static_cast<size_t>(M * N));
-    linear.forward(x.as<float>(), M, y.data(), LinearMode::W8A16);
+    linear.forward(x.as<float>(), M, y.data(), Precision::W8A16);
     const float* xs = x.as<float>();
     const auto* codes = w.weight.as<uint8_t>();
     for (int64_t m = 0; m < M; ++m)

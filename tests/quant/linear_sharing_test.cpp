@@ -46,7 +46,7 @@ struct Siblings {
 
 // Runs the group both ways and checks the bits; returns the group's quantization count.
 template <class T>
-int check_group_matches_alone(std::span<const Linear* const> linears, const std::vector<T>& x, LinearMode mode) {
+int check_group_matches_alone(std::span<const Linear* const> linears, const std::vector<T>& x, Precision mode) {
   std::vector<std::vector<T>> alone, grouped;
   std::vector<T*> outputs;
   for (const Linear* l : linears) {
@@ -63,7 +63,7 @@ int check_group_matches_alone(std::span<const Linear* const> linears, const std:
 
 // The same check on float32 and bf16 activations of one seed; both must
 // quantize as often. Returns that count.
-int check_both_dtypes(std::span<const Linear* const> linears, uint32_t seed, LinearMode mode) {
+int check_both_dtypes(std::span<const Linear* const> linears, uint32_t seed, Precision mode) {
   const auto x = random_activations(kM * kK, seed, 2.0f);
   const int quantizations = check_group_matches_alone<float>(linears, x, mode);
   EXPECT_EQ(check_group_matches_alone<uint16_t>(linears, to_bf16(x), mode), quantizations);
@@ -72,16 +72,16 @@ int check_both_dtypes(std::span<const Linear* const> linears, uint32_t seed, Lin
 
 TEST(LinearSharing, OneInputScaleQuantizesOnceAndMatchesEachAloneBitForBit) {
   Siblings s(0.0217f, 0.0217f, 0.0217f);
-  EXPECT_EQ(check_both_dtypes(s.all(), 5, LinearMode::W8A8), 1);
+  EXPECT_EQ(check_both_dtypes(s.all(), 5, Precision::W8A8), 1);
 }
 
 TEST(LinearSharing, DifferentInputScalesAreNotFused) {
   // k has its own s_x: q and v share one quantization, k makes its own.
   Siblings s(0.0217f, 0.0311f, 0.0217f);
-  EXPECT_EQ(check_both_dtypes(s.all(), 6, LinearMode::W8A8), 2);
+  EXPECT_EQ(check_both_dtypes(s.all(), 6, Precision::W8A8), 2);
   // One ulp apart is "different" too: the codes could differ.
   Siblings near(0.0217f, std::nextafter(0.0217f, 1.0f), 0.0217f);
-  EXPECT_EQ(check_both_dtypes(near.all(), 6, LinearMode::W8A8), 2);
+  EXPECT_EQ(check_both_dtypes(near.all(), 6, Precision::W8A8), 2);
 }
 
 TEST(LinearSharing, MemberWithCodeHookQuantizesForItself) {
@@ -96,22 +96,22 @@ TEST(LinearSharing, MemberWithCodeHookQuantizesForItself) {
   });
   const auto x = random_activations(kM * kK, 7, 2.0f);
   const auto group = s.all();
-  EXPECT_EQ(check_group_matches_alone<float>(group, x, LinearMode::W8A8), 2);
+  EXPECT_EQ(check_group_matches_alone<float>(group, x, Precision::W8A8), 2);
   EXPECT_EQ(hook_calls, 2);  // once alone, once in the group
 }
 
 TEST(LinearSharing, W8A16DenseAndMixedGroupsRunEachMemberAsAlone) {
   Siblings s(0.0217f, 0.0217f, 0.0217f);
-  EXPECT_EQ(check_both_dtypes(s.all(), 8, LinearMode::W8A16), 0);
+  EXPECT_EQ(check_both_dtypes(s.all(), 8, Precision::W8A16), 0);
 
   auto gate_w = make_dense_linear("mlp.gate_proj", DType::BF16, 24, kK, 21, false);
   auto up_w = make_dense_linear("mlp.up_proj", DType::F32, 24, kK, 22, true);
   Linear gate(gate_w.weights), up(up_w.weights);
   const std::array<const Linear*, 2> dense = {&gate, &up};
-  EXPECT_EQ(check_both_dtypes(dense, 8, LinearMode::W8A8), 0);  // dense ignores the mode
+  EXPECT_EQ(check_both_dtypes(dense, 8, Precision::W8A8), 0);  // dense ignores the mode
 
   const std::array<const Linear*, 3> mixed = {&gate, &s.q, &s.v};
-  EXPECT_EQ(check_both_dtypes(mixed, 8, LinearMode::W8A8), 1);
+  EXPECT_EQ(check_both_dtypes(mixed, 8, Precision::W8A8), 1);
 }
 
 TEST(LinearSharing, ObserversSeeTheInputOfEveryMember) {
@@ -126,7 +126,7 @@ TEST(LinearSharing, ObserversSeeTheInputOfEveryMember) {
   const auto x = random_activations(kM * kK, 9);
   std::vector<float> yq(kM * 48), yk(kM * 16), yv(kM * 16);
   const std::array<float*, 3> ys = {yq.data(), yk.data(), yv.data()};
-  Linear::forward_sharing_input(s.all(), x.data(), kM, ys, LinearMode::W8A8);
+  Linear::forward_sharing_input(s.all(), x.data(), kM, ys, Precision::W8A8);
   EXPECT_EQ(seen, (std::vector<std::string>{"attn.to_q", "attn.to_k", "attn.to_v"}));
 }
 
@@ -139,16 +139,16 @@ TEST(LinearSharing, RejectsMismatchedArguments) {
   const std::array<const Linear*, 2> mismatched = {&s.q, &wide};
   const std::array<float*, 2> ys = {y1.data(), y2.data()};
   try {
-    Linear::forward_sharing_input(mismatched, x.data(), kM, ys, LinearMode::W8A8);
+    Linear::forward_sharing_input(mismatched, x.data(), kM, ys, Precision::W8A8);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("mlp.up_proj"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("in_features"), std::string::npos) << e.what();
   }
   const std::array<float*, 1> one_output = {y1.data()};
-  EXPECT_THROW(Linear::forward_sharing_input(s.all(), x.data(), kM, one_output, LinearMode::W8A8), Error);
+  EXPECT_THROW(Linear::forward_sharing_input(s.all(), x.data(), kM, one_output, Precision::W8A8), Error);
   const std::array<float*, 3> null_output = {y1.data(), nullptr, y2.data()};
-  EXPECT_THROW(Linear::forward_sharing_input(s.all(), x.data(), kM, null_output, LinearMode::W8A8), Error);
+  EXPECT_THROW(Linear::forward_sharing_input(s.all(), x.data(), kM, null_output, Precision::W8A8), Error);
 }
 
 }  // namespace

@@ -35,6 +35,24 @@ def st_bytes(header, data, declared=None, text=None):
     return struct.pack("<Q", len(text) if declared is None else declared) + text + bytes(data)
 
 
+SIZES = {"I64": 8, "F32": 4, "I32": 4, "F16": 2, "BF16": 2}
+
+
+def repack(header, data):
+    """Tensors laid out again end to end (largest elements first, as writers do), so that
+    removing or replacing one leaves no hole in the data area (holes are refused)."""
+    header = dict(header)
+    meta = header.pop("__metadata__", None)
+    out, packed = bytearray(), {}
+    for name in sorted(header, key=lambda k: (-SIZES.get(header[k]["dtype"], 1), k)):
+        begin, end = header[name]["data_offsets"]
+        packed[name] = dict(header[name], data_offsets=[len(out), len(out) + end - begin])
+        out.extend(data[begin:end])
+    if meta is not None:
+        packed["__metadata__"] = meta
+    return packed, out
+
+
 def append(header, data, name, dtype, shape, payload):
     data.extend(b"\0" * (-len(data) % 8))
     header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(payload)]}
@@ -63,10 +81,14 @@ def folder(name, src=FP8, config=None, st=None):
     return d
 
 
-def weights_case(name, edit, src=FP8):
+def weights_case(name, edit, src=FP8, raw=False):
+    """raw: keep the offsets the edit wrote (cases about offsets); else repack."""
     header, data = read_st(os.path.join(src, ST))
     result = edit(header, data)
-    folder(name, src, st=result if isinstance(result, (bytes, bytearray)) else st_bytes(header, data))
+    if isinstance(result, (bytes, bytearray)):
+        folder(name, src, st=result)
+    else:
+        folder(name, src, st=st_bytes(header, data) if raw else st_bytes(*repack(header, data)))
 
 
 def config_case(name, edit, src=FP8):
@@ -99,22 +121,22 @@ folder("st_number_overflow", st=st_bytes(None, b"", text=b'{"x": {"dtype": "F32"
 def overlap(h, d):
     begin = h["layers.0.input_layernorm.weight"]["data_offsets"][0] + 64  # halfway into it
     h["norm.weight"]["data_offsets"] = [begin, begin + 128]
-weights_case("st_overlap", overlap)
+weights_case("st_overlap", overlap, raw=True)
 
 
 def out_of_range(h, d):
     h["norm.weight"]["data_offsets"] = [len(d), len(d) + 128]
-weights_case("st_out_of_range", out_of_range)
+weights_case("st_out_of_range", out_of_range, raw=True)
 
 
 def begin_after_end(h, d):
     h["norm.weight"]["data_offsets"] = [128, 0]
-weights_case("st_begin_after_end", begin_after_end)
+weights_case("st_begin_after_end", begin_after_end, raw=True)
 
 
 def shape_span(h, d):
     h["norm.weight"]["shape"] = [65]
-weights_case("st_shape_span", shape_span)
+weights_case("st_shape_span", shape_span, raw=True)
 
 
 def unknown_dtype(h, d):
@@ -252,7 +274,7 @@ inputs_h, inputs_d = read_st(os.path.join(golden, "forward", "image.safetensors"
 def inputs_case(name, edit):
     h, d = copy.deepcopy(inputs_h), bytearray(inputs_d)
     edit(h, d)
-    open(os.path.join(tmp, name + ".safetensors"), "wb").write(st_bytes(h, d))
+    open(os.path.join(tmp, name + ".safetensors"), "wb").write(st_bytes(*repack(h, d)))
 
 inputs_case("inputs_und_len_huge", lambda h, d: d.__setitem__(
     slice(h["und_len"]["data_offsets"][0], h["und_len"]["data_offsets"][1]), struct.pack("<q", 1 << 62)))
@@ -271,7 +293,7 @@ def model_dir(name, files):
         os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
         open(os.path.join(root, rel), "w").write(text)
 
-model_dir("dir_tokenizer", {"text_tokenizer/tokenizer.json": '{"model": {"type": "BPE", "vocab": {}}}'})
+model_dir("dir_tokenizer", {"text_tokenizer/tokenizer.json": '{"model": {"type": "Unigram", "vocab": []}}'})
 model_dir("dir_tokenizer_deep", {"text_tokenizer/tokenizer.json": "[" * 300000 + "]" * 300000})
 model_dir("dir_scheduler", {"scheduler/scheduler_config.json": json.dumps({
     "_class_name": "UniPCMultistepScheduler", "prediction_type": "flow_prediction", "use_flow_sigmas": True,
@@ -281,6 +303,34 @@ os.makedirs(os.path.join(tmp, "dir_scheduler_fifo", "scheduler"))
 os.mkfifo(os.path.join(tmp, "dir_scheduler_fifo", "scheduler", "scheduler_config.json"))
 model_dir("dir_defaults", {"model_index.json": '{"stepmix": {"height": "tall", "width": 8}}'})
 model_dir("dir_defaults_huge", {"model_index.json": '{"stepmix": {"height": 1e300, "width": 8}}'})
+
+# --- checkpoint content that would change the model, refused (fail closed) -------
+def hole(h, d):
+    d.extend(b"\0" * 8)  # bytes after the last tensor that no tensor owns
+weights_case("st_hole", hole, raw=True)
+weights_case("st_dtype_escape", lambda h, d: h["norm.weight"].update(dtype="\x1b[2J\x1b[31mF32"), raw=True)
+weights_case("scale_weight_scale_huge", lambda h, d: set_f32(h, d, f"{SCALE}.weight_scale", 3e38))
+
+
+def extra_layer(h, d):
+    for name in [k for k in h if k.startswith("layers.1.")]:
+        begin, end = h[name]["data_offsets"]
+        append(h, d, "layers.2." + name[len("layers.1."):], h[name]["dtype"], h[name]["shape"], bytes(d[begin:end]))
+weights_case("tensor_extra_layer", extra_layer)
+weights_case("tensor_unknown", lambda h, d: append(h, d, "mystery.weight", "F32", [1], struct.pack("<f", 1.0)))
+config_case("cfg_sound_gen", lambda c: c.update(sound_gen=True))
+config_case("cfg_action_gen", lambda c: c.update(action_gen=True))
+config_case("cfg_class_name", lambda c: c.update(_class_name="FluxTransformer2DModel"))
+config_case("cfg_rope_yarn", lambda c: c.update(rope_scaling={"rope_type": "yarn", "factor": 4.0}))
+config_case("cfg_no_hidden_size", lambda c: c.pop("hidden_size"))
+config_case("cfg_null_layers", lambda c: c.update(num_hidden_layers=None))
+config_case("cfg_layers_1e19", lambda c: c.update(num_hidden_layers=10 ** 19))
+config_case("quant_kv_cache", lambda c: c["quantization_config"].update(kv_cache_quant_algo="FP8"))
+text = open(os.path.join(FP8, "config.json")).read().replace('"hidden_size": 64,', '"hidden_size": 64, "hidden_size": 4096,')
+assert text.count('"hidden_size"') == 2
+folder("cfg_duplicate_key", config=text)
+model_dir("dir_hf_not_json", {"hf_quant_config.json": "{not json"})
+model_dir("dir_hf_nvfp4", {"hf_quant_config.json": json.dumps({"quant_method": "modelopt", "quant_algo": "NVFP4"})})
 PY
 
 # expect_rejected NAME WHERE PROBLEM ARGS... (lib.sh): exit 2, one "stepmix: "
@@ -424,7 +474,7 @@ gen latent_not_int "--latent-shape" "expected comma-separated integers" --model 
   --latent-shape 4,1,99999999999999999999,4
 gen frames_huge "latent 4,500000000,125000000,125000000" "larger than the limit" --model "$fp8" "${ids[@]}" \
   --height 2000000000 --width 2000000000 --frames 2000000000
-gen tokenizer "$tmp/dir_tokenizer/text_tokenizer/tokenizer.json" "model.type: \"BPE\" is not supported" \
+gen tokenizer "$tmp/dir_tokenizer/text_tokenizer/tokenizer.json" "model.type: \"Unigram\" is not supported" \
   --model "$tmp/dir_tokenizer" --prompt "a boot" --latent-shape 4,1,4,4
 gen tokenizer_deep "$tmp/dir_tokenizer_deep/text_tokenizer/tokenizer.json" "nested deeper than" \
   --model "$tmp/dir_tokenizer_deep" --prompt "a boot" --latent-shape 4,1,4,4
@@ -441,5 +491,49 @@ gen defaults "$tmp/dir_defaults/model_index.json: stepmix.height" "expected a po
   "${ids[@]}"
 gen defaults_huge "$tmp/dir_defaults_huge/model_index.json: stepmix.height" "expected a positive integer" \
   --model "$tmp/dir_defaults_huge" "${ids[@]}"
+
+# checkpoint content that would change the model (accepted and ignored before)
+inspect st_hole "$tmp/st_hole/$st" "(after the last tensor) belong to no tensor"
+expect_rejected st_dtype_escape "tensor 'norm.weight'" "unknown dtype '\u001b[2J\u001b[31mF32'" inspect "$tmp/st_dtype_escape"
+grep -q $'\x1b' "$tmp/err" && fail "st_dtype_escape: an ESC byte reached the terminal: $(cat -v "$tmp/err")"
+inspect scale_weight_scale_huge "$tmp/scale_weight_scale_huge: tensor '$scale.weight_scale'" "is outside [2^-64, 2^32]"
+forward scale_weight_scale_huge "$tmp/scale_weight_scale_huge: tensor '$scale.weight_scale'" "is outside [2^-64, 2^32]"
+forward tensor_extra_layer "$tmp/tensor_extra_layer: 50 tensors are not used" "beyond num_hidden_layers = 2"
+generate tensor_unknown "$tmp/tensor_unknown: 1 tensor is not used" "'mystery.weight'"
+forward cfg_sound_gen "$tmp/cfg_sound_gen/config.json: sound_gen" "sound generation is not implemented"
+generate cfg_action_gen "$tmp/cfg_action_gen/config.json: action_gen" "action generation is not implemented"
+forward cfg_class_name "$tmp/cfg_class_name/config.json: _class_name" "expected \"Cosmos3OmniTransformer\""
+forward cfg_rope_yarn "$tmp/cfg_rope_yarn/config.json: rope_scaling." "yarn"
+forward cfg_no_hidden_size "$tmp/cfg_no_hidden_size/config.json: hidden_size" "missing; expected a positive integer"
+forward cfg_null_layers "$tmp/cfg_null_layers/config.json: num_hidden_layers" "expected a positive integer, got null"
+forward cfg_layers_1e19 "$tmp/cfg_layers_1e19/config.json: num_hidden_layers" "10000000000000000000 exceeds the limit"
+inspect quant_kv_cache "$tmp/quant_kv_cache/config.json" "quantization_config.kv_cache_quant_algo: expected null"
+inspect cfg_duplicate_key "$tmp/cfg_duplicate_key/config.json" "key \"hidden_size\" appears twice"
+generate dir_hf_not_json "$tmp/dir_hf_not_json/hf_quant_config.json" "not valid JSON"
+generate dir_hf_nvfp4 "$tmp/dir_hf_nvfp4/hf_quant_config.json: quant_algo" "\"NVFP4\" disagrees with"
+inspect dir_hf_nvfp4 "$tmp/dir_hf_nvfp4/hf_quant_config.json: quant_algo" "\"NVFP4\" disagrees with"
+expect_rejected missing_model "$tmp/no_such_model" "no such file or directory" inspect "$tmp/no_such_model"
+
+# outputs: every writer goes through io/output_set.hpp (write_file_atomic)
+out_args=(generate --model "$fp8" --prompt-ids 1,2,3 --latent-shape 4,1,4,4 --steps 2 --guidance 1)
+# A private copy of /dev/null where possible (root), so that a regression
+# replaces that node and not the system's; others cannot replace /dev/null.
+null=/dev/null
+mknod "$tmp/null" c 1 3 2>/dev/null && null=$tmp/null
+expect_ok out_dev_null "trace:" "${out_args[@]}" --save-latents "$null"
+[[ -c $null ]] || fail "out_dev_null: $null is no longer a character device"
+mkfifo "$tmp/out.fifo"
+expect_rejected out_fifo "$tmp/out.fifo: is a FIFO" "expected a regular file" "${out_args[@]}" --save-latents "$tmp/out.fifo"
+mkdir "$tmp/out.dir"
+expect_rejected out_dir "$tmp/out.dir: is a directory" "expected a regular file" "${out_args[@]}" --save-latents "$tmp/out.dir"
+echo old >"$tmp/private.safetensors"
+chmod 600 "$tmp/private.safetensors"
+expect_ok out_mode "trace:" "${out_args[@]}" --save-latents "$tmp/private.safetensors"
+[[ $(stat -c %a "$tmp/private.safetensors") == 600 ]] || fail "out_mode: $(stat -c %a "$tmp/private.safetensors"), expected 600"
+echo precious >"$tmp/victim"
+ln -s "$tmp/victim" "$tmp/link.safetensors"
+expect_ok out_symlink "trace:" "${out_args[@]}" --save-latents "$tmp/link.safetensors"
+[[ -L $tmp/link.safetensors ]] || fail "out_symlink: the link was replaced by a regular file"
+ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary output was left: $(ls "$tmp" | grep '\.tmp\.')"
 
 finish hostile

@@ -47,7 +47,7 @@ expect_ok json_governed '"generation_fp8": 14' inspect "$fp8" --json
 expect_ok help "inspect" --help
 expect_ok version "stepmix " --version
 
-expect_error missing_dir "no such directory" inspect "$tmp/nope"
+expect_error missing_dir "no such file or directory" inspect "$tmp/nope"
 expect_error zero_steps "" inspect "$fp8" --steps 0
 expect_error force_bf16 "" inspect "$bf16" --mixed-precision fp8
 expect_error none_with_override "" inspect "$fp8" --mixed-precision none --first-steps 2

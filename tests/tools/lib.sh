@@ -30,6 +30,14 @@ failures=0
 # builds are several times slower than release).
 : "${STEPMIX_TEST_TIMEOUT:=300}"
 
+# png_size FILE: "WIDTHxHEIGHT" from the IHDR chunk.
+png_size() {
+  local w h
+  w=$(od -A n -t u1 -j 16 -N 4 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
+  h=$(od -A n -t u1 -j 20 -N 4 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
+  echo "${w}x${h}"
+}
+
 # fail MESSAGE...: records one failed check.
 fail() {
   echo "FAIL: $*"

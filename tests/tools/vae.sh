@@ -23,13 +23,6 @@ tensor_file() {
   cat "$data" >>"$file"
 }
 
-# png_size FILE: "WIDTHxHEIGHT" from the IHDR chunk.
-png_size() {
-  local w h
-  w=$(od -A n -t u1 -j 16 -N 4 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
-  h=$(od -A n -t u1 -j 20 -N 4 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
-  echo "${w}x${h}"
-}
 
 # within NAME ACTUAL_FILE TENSOR GOLDEN_FILE GOLDEN_TENSOR BOUND
 within() {
@@ -66,7 +59,7 @@ expect_ok decode-frames-dir "and $tmp/frames" \
   vae decode --vae "$vae" --latent "$vae_golden/decode/video.safetensors" --out "$tmp/video2.mp4" --frames-dir "$tmp/frames"
 [[ $(ls "$tmp/frames" | grep -c '^frame_0000[0-8]\.png$') -eq 9 ]] || fail "decode-frames-dir: expected 9 frames"
 [[ $(png_size "$tmp/frames/frame_00008.png") == 96x64 ]] || fail "decode-frames-dir: frame size"
-expect_rejected frames-dir-exists "$tmp/frames" "already exists" \
+expect_rejected frames-dir-exists "$tmp/frames" "exists; only a folder stepmix wrote can be replaced" \
   vae decode --vae "$vae" --latent "$vae_golden/decode/video.safetensors" --out "$tmp/video3.mp4" --frames-dir "$tmp/frames"
 [[ ! -e $tmp/video3.mp4 ]] || fail "frames-dir-exists: the video was written anyway"
 ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary output was left behind"
@@ -110,7 +103,7 @@ head -c $((3 * 32 * 24 * 4)) /dev/zero >"$tmp/px24"
 tensor_file "$tmp/size24.safetensors" pixels F32 "[1,3,1,32,24]" "$tmp/px24"
 
 out=$tmp/err.safetensors
-expect_rejected bad-extension "--out $tmp/x.avi" "expected a .safetensors, .png or .mp4 file" \
+expect_rejected bad-extension "--out $tmp/x.avi" "extension '.avi' is not supported here; expected .safetensors, .png or .mp4" \
   vae decode --vae "$vae" --latent "$latent" --out "$tmp/x.avi"
 expect_rejected no-latent-tensor "$vae/diffusion_pytorch_model.safetensors" "no tensor 'latent' (expected F32 [1, 48, T, h, w])" \
   vae decode --vae "$vae" --latent "$vae/diffusion_pytorch_model.safetensors" --out "$out"
@@ -145,7 +138,7 @@ expect_rejected encode-not-png "$latent" "" \
 samples=$(dirname "$0")/../../models/fashion-cosmos3-bf16/samples.png
 expect_rejected encode-png-size "$samples" "image of 604x604: expected width and height multiples of 16" \
   vae encode --vae "$vae" --image "$samples" --out "$out"
-expect_rejected encode-no-input "" "give --pixels IN.safetensors or --image IN.png" \
+expect_rejected encode-no-input "" "give exactly one of --pixels IN.safetensors and --image IN.png" \
   vae encode --vae "$vae" --out "$out"
 expect_rejected encode-both "--image" "excludes" \
   vae encode --vae "$vae" --pixels "$latent" --image "$tmp/image.png" --out "$out"

@@ -533,15 +533,4 @@ void gemm_with_blocking(const GemmArgs& args, const Blocking& blocking) { run(ar
 
 }  // namespace amx
 
-// The AMX variant: AMX GEMM, the AVX-512 elementwise kernels.
-extern const KernelSet kAmxKernels;
-const KernelSet kAmxKernels{
-    "amx",
-    amx::supported,
-    avx512::quantize_e4m3_f32,
-    avx512::quantize_e4m3_bf16,
-    avx512::dequantize_e4m3_to_bf16,
-    amx::gemm,
-};
-
 }  // namespace stepmix::kernels

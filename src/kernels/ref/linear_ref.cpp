@@ -1,6 +1,6 @@
 // Scalar reference kernels: the oracle every optimised variant is tested
 // against. Plain loops, one element at a time, in the order the arithmetic is
-// written in the spec (step-policy.md §12).
+// written in docs/guide.md ("The arithmetic").
 #include <vector>
 
 #include "core/numerics.hpp"

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# One-shot check of the CUDA backend on a machine with a Hopper GPU, which may
+# lack the project's Debian build dependencies and any network:
+#   1. environment (GPU, driver, nvcc, CMake, compiler, PyTorch);
+#   2. dependencies: the system's, or Debian packages carried in .deps/debs
+#      (made beforehand by `--prepare` on a machine with apt), unpacked into
+#      .deps/prefix with dpkg -x;
+#   3. configure (STEPMIX_CUDA=ON, benchmarks on, ptxas resource report) and
+#      build only test_cuda and bench_cuda;
+#   4. stop here, exit 3, when there is no usable GPU (all of the above is
+#      what a machine without one can check);
+#   5. ctest -L cuda;
+#   6. bench_cuda (ceilings, Linear, attention) and its PyTorch peer
+#      bench/cuda_peer.py (python3 with torch) in the same run;
+#   7. bench/cuda_summary.py: the tables, ratios and targets.
+# Everything goes to OUT_DIR (default bench/results/cuda-device/), at most 8
+# files: device-check.log (this run), build.log, ctest.log, stepmix.jsonl,
+# torch.jsonl, summary.txt, summary.json.
+# Bounded to CUDA_CHECK_SECONDS (default 450) in all; every step has its own
+# timeout, cut to what is left. Exit: 0 everything passed, 1 a step failed,
+# 3 no usable GPU (after the build).
+#
+# usage: bash bench/cuda-device-check.sh [OUT_DIR]     (from anywhere)
+#        bash bench/cuda-device-check.sh --prepare     (download .deps/debs here, with apt)
+# env:   CUDA_CHECK_BUILD (build folder, default build-cuda-check), CUDA_CHECK_SECONDS,
+#        CUDA_CHECK_QUICK=1 (small benchmark shapes), CUDA_CHECK_JOBS (build jobs, default nproc)
+# The steps' functions are called through step/local_step, and the bash -c
+# bodies are single-quoted on purpose (their $1... are the arguments after _).
+# shellcheck disable=SC2016,SC2317
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(dirname "$here")"
+deps="$root/.deps"
+build="${CUDA_CHECK_BUILD:-$root/build-cuda-check}"
+jobs="${CUDA_CHECK_JOBS:-$(nproc)}"
+quick=()
+[[ "${CUDA_CHECK_QUICK:-0}" == 1 ]] && quick=(--quick)
+# Debian packages the configure step needs beyond CMake, a C++ compiler and
+# the CUDA toolkit: the project's find_package()s (scripts/setup.sh installs
+# the same by name) and the shared libraries libpng links.
+deb_packages=(nlohmann-json3-dev libcli11-dev libgtest-dev libpng-dev libpng16-16 zlib1g-dev zlib1g)
+
+prepare() {
+  mkdir -p "$deps/debs" || return 1
+  echo "downloading ${deb_packages[*]} into $deps/debs"
+  (cd "$deps/debs" && apt-get download "${deb_packages[@]}") ||
+    { echo "apt-get download failed (try apt-get update first)"; return 1; }
+  ls -l "$deps/debs"
+  echo "now run on the GPU machine with .deps carried, e.g. device run:"
+  echo "  command: bash bench/cuda-device-check.sh \"\$OUT\"   carry: [\".deps\"]"
+}
+
+# ------------------------------------------------------------------ steps
+deadline=$((${CUDA_CHECK_SECONDS:-450}))
+failed=0
+step() {  # timeout, label, command...: runs a program with what is left of the budget
+  local limit="$1" label="$2" rc s0
+  shift 2
+  if ((deadline - SECONDS < limit)); then limit=$((deadline - SECONDS)); fi
+  echo
+  if ((limit < 5)); then
+    echo "######## $label: SKIPPED (the run's time budget is spent)"
+    failed=1
+    return 125
+  fi
+  echo "######## $label (timeout ${limit}s)"
+  s0=$SECONDS
+  timeout "$limit" "$@"
+  rc=$?
+  echo "######## $label: exit $rc after $((SECONDS - s0)) s$( ((rc == 124)) && echo ' (TIMED OUT)')"
+  return "$rc"
+}
+
+local_step() {  # label, function...: a quick step of this shell (no timeout: it sets variables)
+  local label="$1" rc
+  shift
+  echo
+  echo "######## $label"
+  "$@"
+  rc=$?
+  echo "######## $label: exit $rc"
+  return "$rc"
+}
+
+environment() {
+  echo "host: $(uname -srm), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv ||
+      true
+  else
+    echo "nvidia-smi: not found"
+  fi
+  local tool
+  for tool in nvcc cmake ninja g++; do
+    if command -v "$tool" >/dev/null; then
+      echo "$tool: $("$tool" --version 2>&1 | grep -m1 -iE 'release|version|g\+\+|^[0-9]')"
+    else
+      echo "$tool: not found"
+    fi
+  done
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn",
+      torch.backends.cudnn.version(), "gpu", torch.cuda.is_available())' 2>&1 | tail -1
+  # Where the toolkit's pieces are, should the configure step not find them.
+  local nvcc_path cuda_root
+  nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+  cuda_root="$(dirname "$(dirname "$(readlink -f "$nvcc_path")")")"
+  echo "toolkit root (from nvcc): $cuda_root"
+  local header
+  for header in cuda_runtime.h cublasLt.h; do
+    if [[ -f "$cuda_root/include/$header" ]]; then echo "  $cuda_root/include/$header"; else echo "  no $header"; fi
+  done
+  find "$cuda_root"/lib* "$cuda_root"/targets/*/lib -maxdepth 1 -name 'libcublasLt.so*' -o -maxdepth 1 \
+    -name 'libcudart.so*' 2>/dev/null | sed 's/^/  /'
+}
+
+unpack_deb() {  # deb, destination
+  if command -v dpkg-deb >/dev/null; then
+    dpkg-deb -x "$1" "$2"
+  else  # a .deb is an ar archive holding data.tar.*
+    local tmp
+    tmp="$(mktemp -d)"
+    (cd "$tmp" && ar x "$1" && tar -xf data.tar.* -C "$2")
+    local rc=$?
+    rm -rf "$tmp"
+    return "$rc"
+  fi
+}
+
+# Sets prefix_path when .deps/debs is present: unpacks every package into
+# .deps/prefix and points absolute symlinks (zlib's) inside it.
+prefix_path=""
+dependencies() {
+  local deb link target
+  if ! compgen -G "$deps/debs/*.deb" >/dev/null; then
+    echo "no .deps/debs: using the system's packages (${deb_packages[*]} or equivalents)"
+    return 0
+  fi
+  rm -rf "$deps/prefix" && mkdir -p "$deps/prefix" || return 1
+  for deb in "$deps"/debs/*.deb; do
+    echo "unpacking $(basename "$deb")"
+    unpack_deb "$deb" "$deps/prefix" || return 1
+  done
+  while IFS= read -r link; do
+    target="$(readlink "$link")"
+    if [[ "$target" == /* && -e "$deps/prefix$target" ]]; then ln -sfn "$deps/prefix$target" "$link"; fi
+  done < <(find "$deps/prefix" -type l)
+  prefix_path="$deps/prefix/usr"
+  export LD_LIBRARY_PATH="$deps/prefix/usr/lib/x86_64-linux-gnu:$deps/prefix/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
+configure_args=()
+configure_arguments() {
+  configure_args=(-S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTEPMIX_CUDA=ON -DSTEPMIX_BUILD_TESTS=ON
+    -DSTEPMIX_BUILD_BENCH=ON "-DCMAKE_CUDA_FLAGS=-Xptxas=-v")
+  [[ -n "$prefix_path" ]] && configure_args+=("-DCMAKE_PREFIX_PATH=$prefix_path")
+  if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+    configure_args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+  fi
+  # A new build folder gets Ninja when there is one; an existing one keeps its generator.
+  if [[ ! -f "$build/CMakeCache.txt" ]] && command -v ninja >/dev/null; then configure_args+=(-G Ninja); fi
+  echo "cmake ${configure_args[*]}"
+}
+
+main() {
+  local out="$1" status=0
+  echo "== cuda device check: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  local_step "environment" environment
+  local_step "dependencies" dependencies || { echo "DEPENDENCIES FAILED"; return 1; }
+  configure_arguments
+  step 120 "configure" cmake "${configure_args[@]}" || { echo "CONFIGURE FAILED"; return 1; }
+  # The ptxas report (registers, spills per kernel) stays in build.log.
+  step 330 "build test_cuda bench_cuda" bash -c 'set -o pipefail; cmake --build "$1" --target test_cuda bench_cuda -j "$2" 2>&1 | tee "$3/build.log" | { grep --line-buffered -E "error|warning|[1-9][0-9]* bytes spill|^FAILED" || true; }' _ "$build" "$jobs" "$out" ||
+    { echo "BUILD FAILED (see build.log)"; return 1; }
+  awk '/Used [0-9]+ registers/ { n++; if ($5 > r) r = $5 } / bytes spill stores/ && $5 > 0 { s++ }
+    END { printf "ptxas (build.log): %d kernel builds, at most %d registers, %d with spills\n", n, r, s }' "$out/build.log"
+  local bench="$build/bench/bench_cuda" device
+  device="$("$bench" --info 2>&1)"
+  echo "$device"
+  if ! grep -q '"usable": true' <<<"$device"; then
+    echo
+    echo "== no GPU: stopping after the build ($(sed -n 's/.*"reason": "\([^"]*\)".*/\1/p' <<<"$device"))"
+    return 3
+  fi
+  step 150 "ctest -L cuda" bash -c 'cd "$1" && ctest -L cuda -j 8 --output-on-failure --timeout 120 >"$2/ctest.log" 2>&1; rc=$?; tail -25 "$2/ctest.log"; exit $rc' _ "$build" "$out" ||
+    status=1
+  step 150 "bench_cuda" bash -c '"$1" --info --ceilings --linear --attention "${@:3}" | tee "$2/stepmix.jsonl"' _ "$bench" "$out" "${quick[@]}" ||
+    status=1
+  step 150 "PyTorch peer" env PYTHONUNBUFFERED=1 bash -c 'python3 "$1/cuda_peer.py" --ceilings --linear --attention "${@:3}" | tee "$2/torch.jsonl"' _ "$here" "$out" "${quick[@]}" ||
+    status=1
+  # ---------------------------------------------------------------- TODO
+  # After the backend seam (the transformer, pipeline and VAE on the
+  # backend): a Cosmos3-Nano-shaped forward (hidden 4096, FFN 12288, 32/8
+  # heads, head_dim 128, as many layers as fit, seeded weights made on the
+  # GPU) at 44,160 and 1,024 vision tokens in BF16 / W8A16 / W8A8 against a
+  # PyTorch eager peer of the same architecture; the mixed schedule against
+  # all-W8A8 (per-step times, 35-step total); the 35-step 720p estimate.
+  echo
+  echo "######## transformer forward benchmark: not yet (needs the backend seam)"
+  step 30 "summary" bash -c 'python3 "$1/cuda_summary.py" "$2/stepmix.jsonl" "$2/torch.jsonl" "$2/summary.json" | tee "$2/summary.txt"' _ "$here" "$out" ||
+    status=1
+  grep -q '"pass": false' "$out/stepmix.jsonl" 2>/dev/null && { echo "a bench_cuda spot check FAILED"; status=1; }
+  ((failed)) && status=1
+  echo
+  echo "== cuda device check: $( ((status == 0)) && echo PASS || echo FAIL) ($SECONDS s)"
+  return "$status"
+}
+
+case "${1:-}" in
+  --prepare) prepare; exit $? ;;
+  -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
+esac
+out="${1:-$root/bench/results/cuda-device}"
+mkdir -p "$out" || exit 1
+out="$(cd "$out" && pwd)"
+main "$out" 2>&1 | tee "$out/device-check.log"
+exit "${PIPESTATUS[0]}"

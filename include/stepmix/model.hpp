@@ -1,0 +1,259 @@
+// The run-level API: open a Cosmos3 model directory, plan and run
+// generations with per-step precision, inspect a checkpoint.
+//
+//   #include <stepmix/model.hpp>
+//
+//   stepmix::Model model = stepmix::Model::open("models/fashion-cosmos3-fp8");
+//   stepmix::GenerateRequest request;
+//   request.prompt = "ankle boot";
+//   request.seed = 7;
+//   stepmix::GenerateCallbacks callbacks;
+//   callbacks.on_step_begin = [](const stepmix::StepEvent& e) {
+//     std::printf("step %d/%d %s\n", e.step + 1, e.num_steps,
+//                 std::string(stepmix::precision_trace_token(e.generation)).c_str());
+//   };
+//   stepmix::GenerateResult result = model.generate(request, callbacks);
+//   std::printf("%s\n", stepmix::trace_string(result.trace).c_str());  // W8A16x3 / W8A8x2 / W8A16x3
+//   stepmix::write_outputs(result, {{"boot.png"}});
+//
+// Every failure is a stepmix::Error whose what() is one line naming the file,
+// the field and what was expected.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stepmix/error.hpp"
+#include "stepmix/policy.hpp"
+#include "stepmix/runtime.hpp"
+
+namespace stepmix {
+
+struct ModelOptions {
+  ActivationDType activations = ActivationDType::F32;
+  WeightCache weight_cache = WeightCache::None;
+  Device device = Device::Cpu;
+};
+
+// Built-in defaults of a request, used when neither the request nor the
+// model's model_index.json ("stepmix": {"num_inference_steps", ...}) says.
+inline constexpr int kDefaultSteps = 35;
+inline constexpr double kDefaultGuidance = 6.0;
+inline constexpr double kDefaultFps = 24.0;
+
+// One generation. Unset optionals take the model's defaults, then the
+// built-in ones.
+struct GenerateRequest {
+  // The prompt as text (needs the model's tokenizer), or the complete
+  // understanding prefix as ids, used as given (ending with the end-of-text
+  // and <|vision_start|> ids).
+  std::optional<std::string> prompt;
+  std::optional<std::vector<int64_t>> prompt_ids;
+  // The unconditional pass of CFG (guidance != 1); default: empty text.
+  std::optional<std::string> negative_prompt;
+  std::optional<std::vector<int64_t>> negative_prompt_ids;
+
+  // Pixels and frames, or the latent shape C,T,H,W itself.
+  std::optional<int> height, width, frames;
+  std::optional<std::array<int64_t, 4>> latent_shape;
+
+  std::optional<int> steps;
+  std::optional<double> guidance;
+  // Initial noise: stepmix's seeded generator, or F32 values [1, C, T, H, W].
+  uint64_t seed = 0;
+  std::optional<std::vector<float>> noise;
+
+  // Scheduler: the model's scheduler_config.json unless overridden.
+  std::optional<std::string> scheduler;         // "unipc" | "euler"
+  std::optional<double> flow_shift;
+  std::optional<std::string> scheduler_config;  // a Diffusers scheduler_config.json
+  double fps = kDefaultFps;
+  // Cosmos3 checkpoints: the image/video system prompt (unset: the model's
+  // default_use_system_prompt, else on).
+  std::optional<bool> use_system_prompt;
+
+  // How the step policy of the checkpoint is applied (--mixed-precision ...).
+  PolicyOverrides policy;
+};
+
+// What a request resolves to before any sampling: checked, with the
+// precision of every step decided.
+struct GeneratePlan {
+  int steps = 0;
+  double guidance = 1.0;
+  std::array<int64_t, 4> latent_shape{};  // C, T, H, W
+  bool image_output = false;              // pixel-space latent with 1 or 3 channels: a PNG can be written
+  ResolvedPolicy policy;
+  StepPlan plan;
+  std::string log_line;  // "mixed_precision source=checkpoint reasoner=W8A16 generation=..."
+  std::vector<int64_t> cond_ids, uncond_ids;  // uncond empty without CFG
+  // Bytes of the rendered chat texts, when a Cosmos3 prompt was built.
+  std::optional<std::size_t> cond_rendered_bytes, uncond_rendered_bytes;
+  // Things the user should know about this plan (one line each).
+  std::vector<std::string> notes;
+  std::string scheduler;                      // e.g. "UniPCMultistepScheduler"
+  std::vector<double> timesteps;
+  std::vector<double> sigmas;  // the scheduler's float32 sigmas, widened
+};
+
+struct StepEvent {
+  int step = 0;  // 0-based iteration
+  int num_steps = 0;
+  Precision generation = Precision::W8A8;
+  Precision reasoner = Precision::W8A8;
+};
+
+struct GenerateCallbacks {
+  // After the precision of the iteration is chosen, before its passes.
+  std::function<void(const StepEvent&)> on_step_begin;
+  // After the scheduler update: the latent [1, C, T, H, W] after the step.
+  std::function<void(const StepEvent&, std::span<const float> latent)> on_step_end;
+};
+
+// Set from anywhere (a signal handler too): generate() stops after the
+// current step and throws stepmix::Cancelled.
+class CancelToken {
+ public:
+  void cancel() { flag_.store(true); }
+  void reset() { flag_.store(false); }
+  bool cancelled() const { return flag_.load(); }
+  const std::atomic<bool>& flag() const { return flag_; }
+
+ private:
+  std::atomic<bool> flag_{false};
+};
+
+class Cancelled : public Error {
+ public:
+  Cancelled(int steps_done, int num_steps)
+      : Error("generate", "cancelled after step " + std::to_string(steps_done) + " of " + std::to_string(num_steps) +
+                              "; nothing was written"),
+        steps_done(steps_done) {}
+  int steps_done;
+};
+
+struct GenerateResult {
+  GeneratePlan plan;
+  std::vector<float> latent;      // final latent [1, C, T, H, W], FP32
+  std::vector<Precision> trace;   // generation precision per iteration
+  Precision reasoner = Precision::W8A8;
+  int transformer_calls = 0;
+  double seconds = 0;  // the denoising loop
+};
+
+// What a model folder holds, as generate would run it.
+struct ModelInfo {
+  std::string path;             // as given
+  std::string transformer_dir;  // the folder of config.json + weights
+  bool has_fp8 = false;
+  GovernedCounts governed;
+  int64_t latent_channels = 0;
+  bool pixel_space = false;  // no VAE: latents are pixels
+  bool has_tokenizer = false;
+  std::vector<std::string> warnings;  // unknown config keys, policy warnings
+  // Defaults from model_index.json ("stepmix"), when present.
+  std::optional<int> default_height, default_width, default_steps;
+  std::optional<double> default_guidance;
+};
+
+// A float32 host tensor with its name.
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+class Model {
+ public:
+  // A Diffusers model directory (transformer/, scheduler/, text_tokenizer/,
+  // model_index.json) or a transformer folder (config.json + safetensors).
+  // Weights stay memory-mapped.
+  static Model open(const std::string& dir, const ModelOptions& options = {});
+  ~Model();
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+
+  const ModelInfo& info() const;
+  const ModelOptions& options() const;
+
+  // The understanding prefix of a text prompt for the geometry and fps of
+  // `request` (the model's tokenizer; Cosmos3 checkpoints build the full
+  // chat prompt).
+  std::vector<int64_t> encode_prompt(const std::string& text, const GenerateRequest& request) const;
+  // Resolves defaults, the step policy, the latent shape, the prompt ids and
+  // the timesteps; throws on anything invalid. No sampling.
+  GeneratePlan plan(const GenerateRequest& request) const;
+  // Runs the denoising loop of plan(request). The precision of each step is
+  // set once before its passes and reset when the loop ends, also on error or
+  // cancellation.
+  GenerateResult generate(const GenerateRequest& request, const GenerateCallbacks& callbacks = {},
+                          const CancelToken* cancel = nullptr);
+
+  // This process's resident bytes of the checkpoint's mapped weights plus any
+  // dequantized weight cache (/proc/self/smaps).
+  int64_t weight_bytes_resident() const;
+  // Bytes of dequantized BF16 weight copies (WeightCache::All), included above.
+  int64_t weight_cache_bytes() const;
+
+  // One transformer call on inputs in the golden file layout (input_ids,
+  // position_ids, vision_latent, vision_timesteps, und_len[,
+  // vision_condition_frame_mask]), both towers at `precision` (default: the
+  // checkpoint's native one). Returns "velocity" and, with dump_hidden,
+  // every intermediate tensor under its golden name.
+  std::vector<NamedTensor> forward_file(const std::string& inputs_path, std::optional<Precision> precision,
+                                        bool dump_hidden);
+
+ private:
+  struct Impl;
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// `request` with what `plan` resolved made explicit (prompt ids, steps,
+// guidance, latent shape), so that it samples the same on another model with
+// other defaults (a reference checkpoint). Scheduler fields, fps, seed and
+// policy stay as they are.
+GenerateRequest sampled_exactly(GenerateRequest request, const GeneratePlan& plan);
+
+// Outputs of a generation, written under temporary names and renamed.
+struct OutputPaths {
+  std::optional<std::string> image;    // PNG: pixel-space models only (frames side by side)
+  std::optional<std::string> latents;  // safetensors, F32 tensor "latent" [1, C, T, H, W]
+};
+void write_outputs(const GenerateResult& result, const OutputPaths& paths);
+
+// F32 safetensors of `tensors`, written under a temporary name and renamed.
+void write_tensors(const std::string& path, const std::vector<NamedTensor>& tensors);
+// "[1, 4, 1, 6, 8]"
+std::string shape_string(const std::vector<int64_t>& shape);
+
+// F32 tensor `noise` [1, C, T, H, W] from a safetensors file, checked against
+// the shape.
+std::vector<float> read_noise_file(const std::string& path, const std::array<int64_t, 4>& latent_shape);
+
+// "1,2,3" → ids; throws naming `option` on anything else.
+std::vector<int64_t> parse_id_list(const std::string& text, const std::string& option);
+
+// Removes a run's temporary output files and folders when a fatal signal
+// (SIGTERM, SIGHUP, SIGQUIT, SIGINT) ends the process; call once at start-up,
+// before any thread exists.
+void remove_temporary_outputs_on_fatal_signals();
+
+// `stepmix inspect`: what a checkpoint holds and how its policy resolves for
+// `steps` steps (default: the model's, else kDefaultSteps), reading only the
+// safetensors headers.
+struct InspectReport {
+  std::string text;                  // the human-readable summary
+  std::string json;                  // one JSON object (--json)
+  std::vector<std::string> warnings;
+};
+InspectReport inspect(const std::string& dir, const PolicyOverrides& overrides, std::optional<int> steps);
+
+}  // namespace stepmix

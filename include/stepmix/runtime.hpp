@@ -1,0 +1,34 @@
+// How a loaded model runs, independent of what it holds: the activation dtype
+// handed to the Linears, the dense-weight cache of FP8 Linears, the device.
+#pragma once
+
+#include <string_view>
+
+namespace stepmix {
+
+//  F32:  every activation is float32; Linears run their FP32-activation
+//        arithmetic. Matches float32 references bit for bit (the default).
+//  BF16: the transformer input and every Linear input and output are bf16,
+//        as production runtimes run the model (W8A16 with the bf16 weight Ŵ,
+//        W8A8 quantizing from bf16). The residual stream, norms, rotary and
+//        softmax statistics stay float32.
+enum class ActivationDType { F32, BF16 };
+
+// None keeps FP8 weights at 1 byte/parameter and converts them inside the
+// GEMM; All keeps a dequantized BF16 copy (2 bytes/parameter more). Results
+// are bit-identical across the two.
+enum class WeightCache { None, All };
+
+// Where the forward runs. Cuda needs a build with the CUDA backend.
+enum class Device { Cpu, Cuda };
+
+std::string_view activation_dtype_name(ActivationDType dtype);  // "f32" | "bf16"
+std::string_view weight_cache_name(WeightCache cache);          // "none" | "all"
+std::string_view device_name(Device device);                    // "cpu" | "cuda"
+
+// The inverses; throw stepmix::Error naming `option` and the accepted words.
+ActivationDType parse_activation_dtype(std::string_view text, std::string_view option = "--activations");
+WeightCache parse_weight_cache(std::string_view text, std::string_view option = "--weight-cache");
+Device parse_device(std::string_view text, std::string_view option = "--device");
+
+}  // namespace stepmix

@@ -1,0 +1,108 @@
+// The seam between the models (transformer, next the VAE) and the machine
+// they run on: memory the operations read and write, and the operations of a
+// decoder layer (Linears, attention, pointwise). The model code is written
+// once against this interface; each backend implements it:
+//   CpuBackend  (cpu_backend.cpp)  host memory, the kernel layer's active
+//                                  variants (src/kernels/kernel_set.hpp);
+//   CUDA        (cuda_backend.cpp, built with STEPMIX_CUDA; cuda_stub.cpp
+//                otherwise, which says "built without CUDA").
+//
+// Pointers handed to the operations point into backend memory (buffers from
+// allocate() or resident constants); host data crosses with upload() and
+// download(). Activations are float32 or bf16 (uint16_t bits): each operation
+// comes in both, with the semantics of src/kernels/ (attention.hpp,
+// pointwise.hpp, linear_kernels.hpp). The residual stream is always float32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.hpp"
+#include "kernels/pointwise.hpp"
+#include "stepmix/policy.hpp"
+#include "stepmix/runtime.hpp"
+
+namespace stepmix {
+
+class Linear;
+
+// A block of backend memory, freed with the object.
+class BackendBuffer {
+ public:
+  virtual ~BackendBuffer() = default;
+  // Backend memory: dereference it only through the backend's operations.
+  virtual void* data() const = 0;
+  virtual std::size_t bytes() const = 0;
+
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data());
+  }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  // "cpu (kernels: amx)": for logs and bench reports.
+  virtual std::string describe() const = 0;
+
+  // ---- memory
+  virtual std::unique_ptr<BackendBuffer> allocate(std::size_t bytes) = 0;
+  virtual void upload(void* dst, const void* host, std::size_t bytes) = 0;
+  virtual void download(void* host, const void* src, std::size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  // A small float32 host constant (norm weights) as the operations read it.
+  // The host vector must outlive the backend's use of it (the model's
+  // weights); the CPU returns host.data().
+  virtual const float* resident(const std::vector<float>& host) = 0;
+
+  // ---- Linears: ys[i] = linears[i](x), x [M, in] → ys[i] [M, out_i], at the
+  // step precision (Linear::forward_sharing_input: siblings reading the same
+  // x quantize it once in W8A8 when their input_scale agree). Returns how many
+  // times x was quantized.
+  virtual int linear(std::span<const Linear* const> linears, const float* x, int64_t M, std::span<float* const> ys,
+                     Precision precision) = 0;
+  virtual int linear(std::span<const Linear* const> linears, const uint16_t* x, int64_t M,
+                     std::span<uint16_t* const> ys, Precision precision) = 0;
+
+  // ---- attention (kernels/attention.hpp layouts)
+  virtual void attention(const AttentionProblem& p, const float* q, const float* k, const float* v, float* out) = 0;
+  virtual void attention(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                         uint16_t* out) = 0;
+
+  // ---- pointwise (kernels/pointwise.hpp)
+  virtual void rms_norm(const float* x, int64_t rows, int64_t n, const float* weight, float eps, NormKind kind,
+                        float* out) = 0;
+  virtual void rms_norm(const float* x, int64_t rows, int64_t n, const float* weight, float eps, NormKind kind,
+                        uint16_t* out) = 0;
+  virtual void head_norm_rotary(float* x, int64_t rows, int64_t heads, int64_t head_dim, const float* norm_weight,
+                                float eps, NormKind kind, const float* cos, const float* sin) = 0;
+  virtual void head_norm_rotary(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim,
+                                const float* norm_weight, float eps, NormKind kind, const float* cos,
+                                const float* sin) = 0;
+  virtual void silu_gate(const float* gate, const float* up, int64_t count, float* out) = 0;
+  virtual void silu_gate(const uint16_t* gate, const uint16_t* up, int64_t count, uint16_t* out) = 0;
+  virtual void relu_squared(float* x, int64_t count) = 0;
+  virtual void relu_squared(uint16_t* x, int64_t count) = 0;
+  virtual void add_to_residual(float* residual, const float* y, int64_t count) = 0;
+  virtual void add_to_residual(float* residual, const uint16_t* y, int64_t count) = 0;
+  // x[r, :] += row[:] for r in [0, rows): a per-frame embedding on its tokens.
+  virtual void add_row(float* x, int64_t rows, int64_t n, const float* row) = 0;
+  virtual void widen_bf16(const uint16_t* x, int64_t count, float* out) = 0;
+  virtual void round_to_bf16(const float* x, int64_t count, uint16_t* out) = 0;
+};
+
+// The CPU backend (one per process is enough: it holds no model state).
+Backend& cpu_backend();
+// The backend of `device`; throws stepmix::Error naming what is missing
+// (a build without CUDA, no driver, no GPU).
+Backend& backend_for(Device device);
+// Set by the CUDA build (cuda_backend.cpp) or the stub (cuda_stub.cpp).
+Backend& cuda_backend();
+
+}  // namespace stepmix

@@ -1,0 +1,296 @@
+// stepmix::bench (include/stepmix/tools.hpp): latency, throughput and memory
+// of each precision mode of a checkpoint (BF16 dense, W8A16 every step, W8A8
+// every step, the mixed schedule), and of the same model in a PyTorch eager
+// peer (bench/peer_generate.py, the training code's model, bf16, 2 threads).
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "core/thread_pool.hpp"
+#include "eval/metrics.hpp"
+#include "io/safetensors.hpp"
+#include "io/checkpoint.hpp"
+#include "stepmix/tools.hpp"
+
+namespace stepmix {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Wall time of each loop iteration: every transformer pass of the step (two
+// with CFG) plus the scheduler update, which costs microseconds.
+struct StepTimer {
+  std::vector<double> step_ms;
+  std::map<std::string, std::vector<double>> by_precision;
+  Clock::time_point begin;
+
+  GenerateCallbacks callbacks() {
+    GenerateCallbacks c;
+    c.on_step_begin = [this](const StepEvent&) { begin = Clock::now(); };
+    c.on_step_end = [this](const StepEvent& e, std::span<const float>) {
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - begin).count();
+      step_ms.push_back(ms);
+      by_precision[std::string(precision_trace_token(e.generation))].push_back(ms);
+    };
+    return c;
+  }
+};
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const std::size_t lo = std::size_t(pos), hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
+}
+
+json spread(const std::vector<double>& v) {
+  return {{"median", median(v)},   {"p10", quantile(v, 0.1)}, {"p90", quantile(v, 0.9)},
+          {"min", quantile(v, 0)}, {"max", quantile(v, 1)},   {"samples", v.size()}};
+}
+
+int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return int64_t(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string join_ids(const std::vector<int64_t>& ids) {
+  std::string s;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
+  return s;
+}
+
+// bench/peer_generate.py next to the working directory or the binary.
+std::optional<std::string> find_peer_script(const BenchOptions& opt) {
+  if (opt.peer_script) return opt.peer_script;
+  std::vector<fs::path> candidates{fs::current_path() / "bench/peer_generate.py"};
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
+      candidates.push_back(p / "bench/peer_generate.py");
+  for (const fs::path& c : candidates)
+    if (fs::is_regular_file(c)) return c.string();
+  return std::nullopt;
+}
+
+struct ModeToRun {
+  std::string name;
+  Model* model;
+  PolicyOverrides policy;
+};
+
+}  // namespace
+
+void bench(const BenchOptions& opt, std::FILE* out) {
+  if (opt.repeat < 1) throw Error("bench", "--repeat: expected an integer >= 1, got " + std::to_string(opt.repeat));
+  if (opt.warmup < 0) throw Error("bench", "--warmup: expected an integer >= 0, got " + std::to_string(opt.warmup));
+  if (opt.request.steps && *opt.request.steps < 1)
+    throw Error("bench", "--steps: expected an integer >= 1, got " + std::to_string(*opt.request.steps));
+  if (opt.peer_threads < 1) throw Error("bench", "--peer-threads: expected an integer >= 1");
+  if (opt.peer_dtype != "bf16" && opt.peer_dtype != "fp32")
+    throw Error("bench", "--peer-dtype: expected bf16 or fp32, got '" + opt.peer_dtype + "'");
+
+  Model model = Model::open(opt.model_dir, opt.runtime);
+  const int64_t rss_after_load = peak_rss_bytes();
+  GenerateRequest request = opt.request;
+  if (!request.prompt && !request.prompt_ids) request.prompt = "a photo of a coat";
+  const GeneratePlan base = model.plan(request);
+  const int steps = base.steps;
+  const double guidance = base.guidance;
+  request = sampled_exactly(request, base);
+
+  std::optional<Model> reference;
+  std::vector<ModeToRun> modes;
+  if (opt.reference_dir) {
+    reference.emplace(Model::open(*opt.reference_dir, opt.runtime));
+    if (reference->info().has_fp8)
+      throw Error("bench", "--reference " + *opt.reference_dir + " is not a BF16 checkpoint");
+    modes.push_back({"bf16", &*reference, {}});
+  }
+  if (!model.info().has_fp8) {
+    if (opt.reference_dir) throw Error("bench", "--reference is for an FP8 --model; this one is BF16 already");
+    modes.push_back({"bf16", &model, {}});
+  } else {
+    modes.push_back({"w8a16", &model, {MixedPrecisionMode::Fp8, steps, 0, TowerMode::A16, std::nullopt}});
+    modes.push_back({"w8a8", &model, {MixedPrecisionMode::None, {}, {}, {}, {}}});
+    const bool own = base.policy.enabled && request.policy.mode == MixedPrecisionMode::Auto;
+    modes.push_back({own ? "mixed" : "mixed (forced 3/3)", &model,
+                     own ? PolicyOverrides{} : PolicyOverrides{MixedPrecisionMode::Fp8, {}, {}, {}, {}}});
+  }
+  for (const ModeToRun& m : modes) {
+    GenerateRequest r = request;
+    r.policy = m.policy;
+    m.model->plan(r);  // every mode's plan is valid before anything is timed
+  }
+
+  const auto [C, T, H, W] = base.latent_shape;
+  const int threads = ThreadPool::global().size();
+  std::fprintf(out, "bench: %s  steps %d  guidance %g  latent %lld,%lld,%lld,%lld  repeat %d (+%d warm-up)  threads %d\n",
+               opt.model_dir.c_str(), steps, guidance, (long long)C, (long long)T, (long long)H, (long long)W,
+               opt.repeat, opt.warmup, threads);
+  // Timings next to other jobs are not the machine's: say so rather than hide it.
+  double load[1] = {0};
+  const bool have_load = getloadavg(load, 1) == 1;
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (have_load && cores && load[0] > cores)
+    std::fprintf(out, "warning: load average %.1f on %u hardware threads: other jobs share the CPU; timings are contended\n",
+                 load[0], cores);
+  std::fprintf(out, "%-20s %-26s %24s %9s %8s %9s %9s %10s\n", "mode", "trace", "ms/step median [p10,p90]", "e2e s",
+               "steps/s", "images/s", "peak MiB", "weights MiB");
+  json report = {{"model", opt.model_dir},
+                 {"reference", opt.reference_dir ? json(*opt.reference_dir) : json()},
+                 {"steps", steps},
+                 {"guidance", guidance},
+                 {"latent_shape", base.latent_shape},
+                 {"repeat", opt.repeat},
+                 {"warmup", opt.warmup},
+                 {"threads", threads},
+                 {"activations", std::string(activation_dtype_name(opt.runtime.activations))},
+                 {"weight_cache", std::string(weight_cache_name(opt.runtime.weight_cache))},
+                 {"hardware_threads", std::thread::hardware_concurrency()},
+                 {"load_average_1m", have_load ? json(load[0]) : json()},
+                 {"peak_rss_bytes_after_load", rss_after_load}};
+  json modes_json = json::array();
+  std::vector<std::pair<std::string, double>> e2e_median;  // in table order
+  for (const ModeToRun& m : modes) {
+    StepTimer timer;
+    std::vector<double> e2e;
+    std::string trace;
+    GenerateRequest r = request;
+    r.policy = m.policy;
+    for (int i = 0; i < opt.warmup + opt.repeat; ++i) {
+      StepTimer warm;
+      const auto t0 = Clock::now();
+      const GenerateResult result = m.model->generate(r, i < opt.warmup ? warm.callbacks() : timer.callbacks());
+      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      trace = trace_string(result.trace);
+      if (i >= opt.warmup) e2e.push_back(seconds);
+    }
+    json by_precision = json::object();
+    for (const auto& [token, v] : timer.by_precision) by_precision[token] = median(v);
+    const double e2e_med = median(e2e);
+    e2e_median.emplace_back(m.name, e2e_med);
+    const int64_t weights = m.model->weight_bytes_resident();
+    json j = {{"name", m.name},
+              {"trace", trace},
+              {"step_ms", spread(timer.step_ms)},
+              {"step_ms_median_by_precision", by_precision},
+              {"end_to_end_s", spread(e2e)},
+              {"steps_per_s", steps / e2e_med},
+              {"images_per_s", 1.0 / e2e_med},
+              {"peak_rss_bytes", peak_rss_bytes()},
+              {"weight_bytes_resident", weights},
+              {"weight_cache_bytes", m.model->weight_cache_bytes()}};
+    const json& s = j["step_ms"];
+    char ms[64];
+    std::snprintf(ms, sizeof ms, "%.2f [%.2f, %.2f]", s["median"].get<double>(), s["p10"].get<double>(),
+                  s["p90"].get<double>());
+    std::fprintf(out, "%-20s %-26s %24s %9.4g %8.4g %9.4g %9.1f %10.2f\n", m.name.c_str(), trace.c_str(), ms, e2e_med,
+                 steps / e2e_med, 1.0 / e2e_med, double(peak_rss_bytes()) / (1 << 20), double(weights) / (1 << 20));
+    modes_json.push_back(j);
+  }
+  report["modes"] = modes_json;
+
+  // The PyTorch eager peer on the same checkpoint, prompt, noise shape and timesteps.
+  json peer;
+  const std::optional<std::string> script = opt.no_peer ? std::nullopt : find_peer_script(opt);
+  if (opt.no_peer) {
+    peer = {{"error", "skipped (--no-peer)"}};
+  } else if (!script) {
+    peer = {{"error", "bench/peer_generate.py not found (run from the repository root or pass --peer-script)"}};
+  } else if (access(opt.python.c_str(), X_OK) != 0) {
+    peer = {{"error", opt.python + " not found"}};
+  } else {
+    std::ostringstream ts, sig;
+    ts.precision(17);
+    sig.precision(9);
+    for (std::size_t i = 0; i < base.timesteps.size(); ++i) ts << (i ? "," : "") << base.timesteps[i];
+    for (std::size_t i = 0; i < base.sigmas.size(); ++i) sig << (i ? "," : "") << base.sigmas[i];
+    const std::string cmd =
+        shell_quote(opt.python) + " " + shell_quote(*script) + " --model " +
+        shell_quote(opt.reference_dir.value_or(opt.model_dir)) + " --cond-ids " + join_ids(base.cond_ids) +
+        (base.uncond_ids.empty() ? "" : " --uncond-ids " + join_ids(base.uncond_ids)) + " --latent-shape " +
+        std::to_string(C) + "," + std::to_string(T) + "," + std::to_string(H) + "," + std::to_string(W) +
+        " --guidance " + std::to_string(guidance) + " --timesteps " + ts.str() + " --sigmas " + sig.str() +
+        " --repeat " + std::to_string(opt.repeat) + " --warmup " + std::to_string(opt.warmup) + " --threads " +
+        std::to_string(opt.peer_threads) + " --dtype " + shell_quote(opt.peer_dtype) + " 2>&1";
+    std::fflush(out);
+    std::string output, last_json;
+    if (FILE* pipe = popen(cmd.c_str(), "r")) {
+      std::array<char, 4096> buf;
+      while (fgets(buf.data(), int(buf.size()), pipe)) output += buf.data();
+      const int status = pclose(pipe);
+      std::istringstream lines(output);
+      std::string line;
+      std::string last_line;
+      while (std::getline(lines, line)) {
+        if (!line.empty() && line[0] == '{') last_json = line;
+        if (!line.empty()) last_line = line;
+      }
+      try {
+        peer = last_json.empty() ? json{{"error", "no result: " + last_line}} : json::parse(last_json);
+      } catch (const json::exception&) {
+        peer = {{"error", "unreadable result: " + last_json}};
+      }
+      if (status != 0 && !peer.contains("error")) peer["error"] = "exit status " + std::to_string(status);
+    } else {
+      peer = {{"error", "cannot start " + opt.python}};
+    }
+  }
+  if (peer.contains("error")) {
+    std::fprintf(out, "peer: not run: %s\n", peer["error"].get<std::string>().c_str());
+  } else {
+    const double peer_e2e = peer["end_to_end_s"]["median"].get<double>();
+    const json& s = peer["step_ms"];
+    char ms[64];
+    std::snprintf(ms, sizeof ms, "%.2f [%.2f, %.2f]", s["median"].get<double>(), s["p10"].get<double>(),
+                  s["p90"].get<double>());
+    const std::string name = "pytorch " + peer.value("dtype", std::string("?"));
+    std::fprintf(out, "%-20s %-26s %24s %9.4g %8.4g %9.4g %9.1f %10s\n", name.c_str(),
+                ("eager, " + std::to_string(peer.value("threads", 0)) + " threads").c_str(), ms, peer_e2e,
+                steps / peer_e2e, 1.0 / peer_e2e, double(peer.value("peak_rss_bytes", int64_t(0))) / (1 << 20), "-");
+    std::string libs;
+    for (const json& lib : peer.value("blas", json::array()))
+      libs += " " + fs::path(lib.get<std::string>()).filename().string();
+    std::fprintf(out, "peer: torch %s, %s, weights: %s, CFG batched: %s, libraries:%s\n",
+                peer.value("torch", std::string("?")).c_str(), peer.value("dtype", std::string("?")).c_str(),
+                peer.value("weights", std::string("?")).c_str(), peer.value("cfg_batched", false) ? "yes" : "no",
+                libs.empty() ? " ?" : libs.c_str());
+    json ratios = json::object();
+    std::fprintf(out, "speed-up over the peer (end-to-end):");
+    for (const auto& [name_, e2e] : e2e_median) {
+      ratios[name_] = peer_e2e / e2e;
+      std::fprintf(out, " %s %.2fx", name_.c_str(), peer_e2e / e2e);
+    }
+    std::fprintf(out, "\n");
+    report["speedup_vs_peer"] = ratios;
+  }
+  report["peer"] = peer;
+  if (opt.json_file) {
+    write_file_atomic(*opt.json_file, report.dump(2) + "\n");
+    std::fprintf(out, "json: %s\n", opt.json_file->c_str());
+  }
+}
+
+}  // namespace stepmix

@@ -1,0 +1,51 @@
+// Private to the CUDA backend: CUDA statuses as stepmix::Error("cuda",
+// "<operation>: <status name>: <message>"), and small launch helpers shared by
+// the .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "stepmix/error.hpp"
+
+namespace stepmix {
+struct AttentionProblem;
+}
+
+namespace stepmix::cuda::detail {
+
+[[noreturn]] inline void throw_cuda_error(const std::string& operation, cudaError_t status) {
+  throw Error("cuda", operation + ": " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
+}
+
+inline void check_cuda(cudaError_t status, const char* operation) {
+  if (status != cudaSuccess) throw_cuda_error(operation, status);
+}
+inline void check_cuda(cudaError_t status, const std::string& operation) {
+  if (status != cudaSuccess) throw_cuda_error(operation, status);
+}
+
+// After a kernel launch: a bad configuration (grid, shared memory) is
+// reported here; faults while it runs surface at the next synchronization.
+inline void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
+
+// Blocks of `threads` covering `work` items, capped for grid-stride loops.
+inline unsigned grid_for(int64_t work, int threads, int64_t max_blocks = 65536) {
+  int64_t blocks = (work + threads - 1) / threads;
+  if (blocks < 1) blocks = 1;
+  if (blocks > max_blocks) blocks = max_blocks;
+  return unsigned(blocks);
+}
+
+inline bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
+// Arguments that the caller must get right are checked before any launch.
+void require(bool condition, const char* function, const std::string& what);
+
+// Heads that group, rows a causal problem can serve, non-null operands.
+void check_attention(const char* function, const AttentionProblem& problem, const void* q, const void* k,
+                     const void* v, const void* out);
+
+}  // namespace stepmix::cuda::detail

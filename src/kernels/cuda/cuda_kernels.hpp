@@ -1,0 +1,181 @@
+// Host entry points of every CUDA kernel of the backend: plain functions on
+// device pointers, sizes and a stream, so that a backend table can hold them
+// beside the CPU KernelSet. All pointers are device pointers unless a name
+// says otherwise; work is queued on `stream` and the functions return at
+// once (errors of a running kernel surface at the next synchronize()).
+// Arguments are checked before anything is queued: a bad one throws
+// stepmix::Error("cuda", "<function>: ...").
+//
+// The arithmetic of each kernel is that of its CPU twin, named beside it;
+// "bit-exact" means the CUDA result equals the CPU one bit for bit on every
+// input (tests/cuda holds the checks).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/cuda/cuda_device.hpp"
+#include "kernels/linear_kernels.hpp"
+#include "core/vision_tokens.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/pointwise.hpp"
+
+namespace stepmix::cuda {
+
+// ================================================================ FP8
+// codes[i] = quantize_e4m3_saturating(x[i] / input_scale): float32 division,
+// clamp to ±448, round to nearest even (core/numerics.hpp). Bit-exact with
+// kernels::ref::quantize_e4m3_f32 / _bf16 (bf16 widened exactly first).
+void quantize_e4m3_f32(const float* x, int64_t count, float input_scale, uint8_t* codes, StreamHandle stream);
+void quantize_e4m3_bf16(const uint16_t* x, int64_t count, float input_scale, uint8_t* codes, StreamHandle stream);
+// out[i] = bf16(float32(decode(codes[i]) · weight_scale)), one rounding: the
+// W8A16 weight. Bit-exact with kernels::ref::dequantize_e4m3_to_bf16.
+void dequantize_e4m3_to_bf16(const uint8_t* codes, int64_t count, float weight_scale, uint16_t* out,
+                             StreamHandle stream);
+
+// ================================================================ GEMM (cuBLASLt)
+// y[M, N] = x[M, K] · W[N, K]ᵀ (+ bias[N]), row-major, as kernels::GemmArgs;
+// output bf16, float32 accumulation. Summation order is cuBLASLt's, so the
+// results agree with the CPU kernels within float32 rounding of the sums, not
+// bit for bit; for one runner, shape and pointer alignment they are the same
+// on every call (the cached plan fixes the algorithm).
+struct GemmBias {
+  kernels::BiasType type = kernels::BiasType::None;
+  const void* data = nullptr;  // [N] bf16 or float32
+};
+
+// A cuBLASLt handle, its workspace and one plan per (operation, shape,
+// alignment), chosen by cuBLASLt's heuristic the first time a shape is seen.
+// Not thread-safe: one runner per host thread / stream.
+class GemmRunner {
+ public:
+  static constexpr std::size_t kDefaultWorkspaceBytes = std::size_t(32) << 20;
+  explicit GemmRunner(std::size_t workspace_bytes = kDefaultWorkspaceBytes);
+  ~GemmRunner();
+  GemmRunner(GemmRunner&&) noexcept;
+  GemmRunner& operator=(GemmRunner&&) noexcept;
+  GemmRunner(const GemmRunner&) = delete;
+  GemmRunner& operator=(const GemmRunner&) = delete;
+
+  // Plans made so far (one per distinct shape and alignment).
+  std::size_t cached_plans() const;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Dense: BF16 × BF16 (a dense checkpoint, or W8A16 after the decode). A bf16
+// bias is added in the cuBLASLt epilogue (float32, one rounding to bf16); a
+// float32 bias, which that epilogue cannot take with bf16 output, goes
+// through a float32 product and a separate bf16(acc + bias) kernel, which is
+// the CPU's epilogue exactly.
+void gemm_bf16(GemmRunner& runner, const uint16_t* x, const uint16_t* w, int64_t M, int64_t N, int64_t K,
+               GemmBias bias, uint16_t* y, StreamHandle stream);
+
+// W8A8: E4M3 activation codes × E4M3 weight codes on FP8 tensor cores, per-
+// tensor scales read from device memory (input_scale_device and
+// weight_scale_device: one float each), so y = bf16(acc · s_x · s_w + bias).
+// Needs K % 16 == 0 and N % 8 == 0 (cuBLASLt's FP8 alignment).
+void gemm_w8a8(GemmRunner& runner, const uint8_t* x_codes, const uint8_t* w_codes, int64_t M, int64_t N, int64_t K,
+               const float* input_scale_device, const float* weight_scale_device, GemmBias bias, uint16_t* y,
+               StreamHandle stream);
+
+// W8A16 without a cached copy: decodes W into `decoded` ([N, K] bf16, a
+// transient buffer the caller reuses across layers) with
+// dequantize_e4m3_to_bf16, then gemm_bf16. With --weight-cache all the caller
+// decodes once at load and calls gemm_bf16 itself; both give the same bits as
+// long as the transient buffer and the cached copy are aligned alike (256
+// bytes, as cudaMalloc returns): alignment is part of a plan's key.
+void gemm_w8a16(GemmRunner& runner, const uint16_t* x, const uint8_t* w_codes, float weight_scale, int64_t M,
+                int64_t N, int64_t K, GemmBias bias, uint16_t* decoded, uint16_t* y, StreamHandle stream);
+
+// ================================================================ attention
+// Layouts of kernels/attention.hpp, bf16: q [q_rows, q_heads, D], k and v
+// [kv_rows, kv_heads, D], out [q_rows, q_heads, D]; GQA (query head h reads
+// KV head h / (q_heads / kv_heads)); scale 1/sqrt(D); causal = query i sees
+// keys 0..i. The generation stream passes K/V laid out as [understanding
+// rows; generation rows] with causal = false.
+
+enum class FlashVariant {
+  Auto,          // what attention_bf16 uses
+  Rows16PerWarp,  // 8 warps × 16 query rows, Q kept in registers
+  Rows32PerWarp   // 4 warps × 32 query rows, Q re-read from shared memory
+};
+
+// Flash attention (FlashAttention-2 style, bf16 tensor-core products, float32
+// scores and softmax statistics, online softmax, no [q_rows, kv_rows] matrix
+// in memory). Like the CPU's AVX-512 kernel it rounds the softmax weights to
+// bf16 before the value product, so it agrees with the reference within
+// ~2^-8 of max|v|, not bit for bit. Head dims 64 and 128.
+bool attention_flash_supported(const AttentionProblem& problem);
+void attention_flash_bf16(const AttentionProblem& problem, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                          uint16_t* out, StreamHandle stream, FlashVariant variant = FlashVariant::Auto);
+// The plain twin for tests: one thread per (query row, head), the CPU
+// reference's arithmetic in its order (attention_reference on widened
+// operands, output rounded once). Any head_dim up to 256. Slow.
+void attention_reference_bf16(const AttentionProblem& problem, const uint16_t* q, const uint16_t* k,
+                              const uint16_t* v, uint16_t* out, StreamHandle stream);
+// Flash when attention_flash_supported, else the reference kernel.
+void attention_bf16(const AttentionProblem& problem, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                    uint16_t* out, StreamHandle stream);
+
+// ================================================================ pointwise (bf16 activations)
+// The CPU twins are the portable kernels of kernels/ref/pointwise_ref.cpp.
+// RMSNorm sums squares in float64 like the CPU, in another order, so a row's
+// float32 mean can (rarely) differ by one ulp: results are bit-exact except
+// for such rows, which differ by at most one bf16 ulp. SiLU evaluates exp in
+// float64 and rounds it to float32 (what glibc's expf returns in all but
+// extremely rare cases). Everything else is bit-exact.
+
+// x: [rows, n] float32 → out: [rows, n] bf16(rms_norm(x)).
+void rms_norm_to_bf16(const float* x, int64_t rows, int64_t n, const float* weight, float eps, NormKind kind,
+                      uint16_t* out, StreamHandle stream);
+// x: [rows, heads, D] bf16 in place: per-head RMSNorm with weight [D] (none
+// when norm_weight is null), rotary with cos/sin [rows, D] (one row per token,
+// shared by the heads), one rounding to bf16. D even, at most 256.
+void head_norm_rotary_bf16(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim, const float* norm_weight,
+                           float eps, NormKind kind, const float* cos, const float* sin, StreamHandle stream);
+// out[i] = bf16(SiLU(gate[i]) · up[i]); out may alias gate or up.
+void silu_gate_bf16(const uint16_t* gate, const uint16_t* up, int64_t count, uint16_t* out, StreamHandle stream);
+// x[i] = bf16(relu(x[i])²), in place.
+void relu_squared_bf16(uint16_t* x, int64_t count, StreamHandle stream);
+// residual[i] += float(y[i]).
+void add_bf16_to_f32(float* residual, const uint16_t* y, int64_t count, StreamHandle stream);
+void widen_bf16(const uint16_t* x, int64_t count, float* out, StreamHandle stream);
+void round_to_bf16(const float* x, int64_t count, uint16_t* out, StreamHandle stream);
+
+// ================================================================ denoising loop
+// out: [256] float32, timestep_sinusoid of model/embedding.hpp for one
+// timestep: τ = timestep · timestep_scale, a_j = τ · exp(-ln(10000)·j/128),
+// [cos a_0..a_127, sin a_0..a_127]; exp, cos and sin in float64 rounded to
+// float32 (within one float32 ulp of the CPU's, almost always equal).
+void timestep_sinusoid(float timestep, float timestep_scale, float* out, StreamHandle stream);
+// guided[i] = v_uncond[i] + g·(v_cond[i] − v_uncond[i]), each operation rounded
+// to float32 as in the CPU loop (bit-exact). guided may alias either input.
+void cfg_combine(const float* v_uncond, const float* v_cond, int64_t count, float guidance, float* guided,
+                 StreamHandle stream);
+// FlowMatch Euler, float32 latent: x[i] = x[i] + dt·v[i], dt = σ_{k+1} − σ_k
+// computed on the host in float32 (bit-exact with the scheduler's fp32 path).
+// UniPC keeps its history on the host: the caller copies the guided velocity
+// and the latent at step boundaries.
+void euler_step(float* x, const float* v, int64_t count, float dt, StreamHandle stream);
+// Exact index maps of model/embedding.hpp: latent [C, T, H, W] → patches
+// [T·Hp·Wp, p·p·C] (padding zero), and back for the frames listed (host
+// array, `frame_count` entries) into out [C, T, H, W] (every other frame zero).
+void patchify(const float* latent, const PatchGrid& grid, float* patches, StreamHandle stream);
+void unpatchify(const float* patches, const PatchGrid& grid, const int64_t* noisy_frames_host, int64_t frame_count,
+                float* out, StreamHandle stream);
+
+// ================================================================ seeded device fills (tests, benchmarks)
+// Counter-based (the value of element i depends only on seed and i), so the
+// same seed fills the same values at any launch shape.
+void fill_uniform_f32(float* x, int64_t count, uint64_t seed, float low, float high, StreamHandle stream);
+void fill_uniform_bf16(uint16_t* x, int64_t count, uint64_t seed, float low, float high, StreamHandle stream);
+// Finite E4M3 codes (never 0x7F/0xFF), uniform over the 254 of them.
+void fill_random_e4m3(uint8_t* codes, int64_t count, uint64_t seed, StreamHandle stream);
+
+}  // namespace stepmix::cuda

@@ -1,0 +1,185 @@
+// The denoising loop's device-side pieces (timestep embedding, CFG
+// combination, Euler update, patchify/unpatchify) and the seeded fills the
+// tests and benchmarks make their data with.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/device_numerics.cuh"
+#include "kernels/cuda/elementwise.cuh"
+
+namespace stepmix::cuda {
+namespace {
+
+using namespace detail;
+
+// model/embedding.cpp timestep_sinusoid for one timestep.
+__global__ void timestep_sinusoid_kernel(float tau, float log_max_period, float* __restrict__ out) {
+  constexpr int half = int(kTimestepChannels / 2);
+  const int j = threadIdx.x;
+  if (j >= half) return;
+  const float frequency = exp_f32(__fdiv_rn(__fmul_rn(log_max_period, float(j)), float(half)));
+  const double angle = __fmul_rn(tau, frequency);
+  out[j] = float(cos(angle));
+  out[j + half] = float(sin(angle));
+}
+
+struct Cfg {
+  const float* v_uncond;
+  const float* v_cond;
+  float guidance;
+  float* guided;
+  __device__ void one(int64_t i) const {
+    const float u = v_uncond[i];
+    guided[i] = __fadd_rn(u, __fmul_rn(guidance, __fsub_rn(v_cond[i], u)));
+  }
+};
+
+struct Euler {
+  float* x;
+  const float* v;
+  float dt;
+  __device__ void one(int64_t i) const { x[i] = __fadd_rn(x[i], __fmul_rn(dt, v[i])); }
+};
+
+struct Grid {
+  int64_t C, T, H, W, p, Hp, Wp, F;
+};
+
+Grid grid_of(const PatchGrid& g) {
+  return {g.channels, g.frames, g.height, g.width, g.patch, g.patches_h(), g.patches_w(), g.features()};
+}
+
+// Element i of the patches: ((t·Hp + hp)·Wp + wp)·F + (ph·p + pw)·C + c.
+struct Patchify {
+  const float* latent;
+  Grid g;
+  float* patches;
+  __device__ void one(int64_t i) const {
+    const int64_t token = i / g.F, f = i % g.F;
+    const int64_t t = token / (g.Hp * g.Wp), hp = (token / g.Wp) % g.Hp, wp = token % g.Wp;
+    const int64_t c = f % g.C, pw = (f / g.C) % g.p, ph = f / (g.C * g.p);
+    const int64_t h = hp * g.p + ph, w = wp * g.p + pw;
+    patches[i] = (h < g.H && w < g.W) ? latent[((c * g.T + t) * g.H + h) * g.W + w] : 0.0f;
+  }
+};
+
+// Element i of the tokens of one noisy frame (index n of the list) into frame t of out.
+struct UnpatchifyFrame {
+  const float* patches;
+  Grid g;
+  int64_t n, t;
+  float* out;
+  __device__ void one(int64_t i) const {
+    const int64_t token = i / g.F, f = i % g.F;
+    const int64_t hp = token / g.Wp, wp = token % g.Wp;
+    const int64_t c = f % g.C, pw = (f / g.C) % g.p, ph = f / (g.C * g.p);
+    const int64_t h = hp * g.p + ph, w = wp * g.p + pw;
+    if (h < g.H && w < g.W) out[((c * g.T + t) * g.H + h) * g.W + w] = patches[n * g.Hp * g.Wp * g.F + i];
+  }
+};
+
+// ---------------------------------------------------------------- seeded fills
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {  // splitmix64's finaliser
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+__device__ __forceinline__ uint64_t hash_index(uint64_t seed, int64_t i) {
+  return mix64(seed * 0x9E3779B97F4A7C15ull + uint64_t(i) + 0x632BE59BD9B4E019ull);
+}
+__device__ __forceinline__ float uniform(uint64_t seed, int64_t i, float low, float high) {
+  const float u = float(hash_index(seed, i) >> 40) * 0x1p-24f;  // [0, 1)
+  return low + (high - low) * u;
+}
+
+struct FillF32 {
+  float* x;
+  uint64_t seed;
+  float low, high;
+  __device__ void one(int64_t i) const { x[i] = uniform(seed, i, low, high); }
+};
+
+struct FillBf16 {
+  uint16_t* x;
+  uint64_t seed;
+  float low, high;
+  __device__ void one(int64_t i) const { x[i] = float_to_bf16_rne(uniform(seed, i, low, high)); }
+};
+
+struct FillE4m3 {
+  uint8_t* codes;
+  uint64_t seed;
+  __device__ void one(int64_t i) const {
+    const uint32_t r = uint32_t(hash_index(seed, i) % 254u);  // 0..253 → 0x00..0x7E, 0x80..0xFE
+    codes[i] = uint8_t(r < 0x7Fu ? r : r + 1u);
+  }
+};
+
+void check_pointer(const char* function, int64_t count, const void* x) {
+  require(count == 0 || x, function, "null device pointer");
+}
+
+}  // namespace
+
+void timestep_sinusoid(float timestep, float timestep_scale, float* out, StreamHandle stream) {
+  require(out != nullptr, "timestep_sinusoid", "null device pointer");
+  // As the CPU: -ln(10000) in float64, rounded to float32 once.
+  const float log_max_period = float(-std::log(10000.0));
+  timestep_sinusoid_kernel<<<1, int(kTimestepChannels / 2), 0, stream>>>(timestep * timestep_scale, log_max_period,
+                                                                          out);
+  check_launch("timestep_sinusoid");
+}
+
+void cfg_combine(const float* v_uncond, const float* v_cond, int64_t count, float guidance, float* guided,
+                 StreamHandle stream) {
+  require(count == 0 || (v_uncond && v_cond && guided), "cfg_combine", "null device pointer");
+  launch_each("cfg_combine", Cfg{v_uncond, v_cond, guidance, guided}, count, stream);
+}
+
+void euler_step(float* x, const float* v, int64_t count, float dt, StreamHandle stream) {
+  require(count == 0 || (x && v), "euler_step", "null device pointer");
+  launch_each("euler_step", Euler{x, v, dt}, count, stream);
+}
+
+void patchify(const float* latent, const PatchGrid& grid, float* patches, StreamHandle stream) {
+  require(grid.channels > 0 && grid.frames > 0 && grid.height > 0 && grid.width > 0 && grid.patch > 0, "patchify",
+          "every latent dimension and the patch size must be positive");
+  require(latent && patches, "patchify", "null device pointer");
+  const Grid g = grid_of(grid);
+  launch_each("patchify", Patchify{latent, g, patches}, g.T * g.Hp * g.Wp * g.F, stream);
+}
+
+void unpatchify(const float* patches, const PatchGrid& grid, const int64_t* noisy_frames_host, int64_t frame_count,
+                float* out, StreamHandle stream) {
+  require(grid.channels > 0 && grid.frames > 0 && grid.height > 0 && grid.width > 0 && grid.patch > 0,
+          "unpatchify", "every latent dimension and the patch size must be positive");
+  require(out && (frame_count == 0 || (patches && noisy_frames_host)), "unpatchify", "null pointer");
+  for (int64_t n = 0; n < frame_count; ++n)
+    require(noisy_frames_host[n] >= 0 && noisy_frames_host[n] < grid.frames, "unpatchify",
+            "noisy frame " + std::to_string(noisy_frames_host[n]) + " outside [0, " + std::to_string(grid.frames) +
+                ")");
+  const Grid g = grid_of(grid);
+  fill_zero(out, std::size_t(g.C * g.T * g.H * g.W) * sizeof(float), stream);
+  for (int64_t n = 0; n < frame_count; ++n)
+    launch_each("unpatchify", UnpatchifyFrame{patches, g, n, noisy_frames_host[n], out}, g.Hp * g.Wp * g.F, stream);
+}
+
+void fill_uniform_f32(float* x, int64_t count, uint64_t seed, float low, float high, StreamHandle stream) {
+  check_pointer("fill_uniform_f32", count, x);
+  launch_each("fill_uniform_f32", FillF32{x, seed, low, high}, count, stream);
+}
+
+void fill_uniform_bf16(uint16_t* x, int64_t count, uint64_t seed, float low, float high, StreamHandle stream) {
+  check_pointer("fill_uniform_bf16", count, x);
+  launch_each("fill_uniform_bf16", FillBf16{x, seed, low, high}, count, stream);
+}
+
+void fill_random_e4m3(uint8_t* codes, int64_t count, uint64_t seed, StreamHandle stream) {
+  check_pointer("fill_random_e4m3", count, codes);
+  launch_each("fill_random_e4m3", FillE4m3{codes, seed}, count, stream);
+}
+
+}  // namespace stepmix::cuda

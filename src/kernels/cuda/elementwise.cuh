@@ -1,0 +1,54 @@
+// Private to the CUDA backend: grid-stride launches of elementwise functors.
+// A functor has `one(i)` for element i and, when it can take 16-byte
+// accesses, `eight(g)` for the elements 8g .. 8g+7; launch_elementwise uses
+// eight() when the caller says every pointer allows it, one() for the tail.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cuda_device.hpp"
+
+namespace stepmix::cuda::detail {
+
+inline constexpr int kElementwiseThreads = 256;
+
+template <class Op>
+__global__ void elementwise_vec8_kernel(Op op, int64_t count) {
+  const int64_t groups = count / 8;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) op.eight(g);
+  for (int64_t i = groups * 8 + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) op.one(i);
+}
+
+template <class Op>
+__global__ void elementwise_kernel(Op op, int64_t count) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) op.one(i);
+}
+
+// op.one(i) for i < count; nothing when count == 0.
+template <class Op>
+void launch_each(const char* name, const Op& op, int64_t count, StreamHandle stream) {
+  require(count >= 0, name, "negative count " + std::to_string(count));
+  if (count == 0) return;
+  elementwise_kernel<<<grid_for(count, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(op, count);
+  check_launch(name);
+}
+
+// The same through op.eight(g) where `vectorizable` (every pointer op
+// touches is 16-byte aligned, so groups of 8 bf16 or float start on 16 bytes).
+template <class Op>
+void launch_each_by_eight(const char* name, const Op& op, int64_t count, bool vectorizable, StreamHandle stream) {
+  if (!vectorizable) return launch_each(name, op, count, stream);
+  require(count >= 0, name, "negative count " + std::to_string(count));
+  if (count == 0) return;
+  elementwise_vec8_kernel<<<grid_for(count / 8 + 1, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(op,
+                                                                                                         count);
+  check_launch(name);
+}
+
+}  // namespace stepmix::cuda::detail

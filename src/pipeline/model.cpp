@@ -1,0 +1,230 @@
+// stepmix::Model (include/stepmix/model.hpp): a model directory opened once,
+// requests resolved into plans, plans run by the denoising loop.
+#include "stepmix/model.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "io/checkpoint.hpp"
+#include "io/safetensors.hpp"
+#include "model/transformer.hpp"
+#include "pipeline/denoise.hpp"
+#include "pipeline/model_setup.hpp"
+#include "pipeline/noise.hpp"
+#include "pipeline/sequence.hpp"
+
+namespace stepmix {
+namespace fs = std::filesystem;
+
+struct Model::Impl {
+  Impl(ModelDirectory d, const ModelOptions& o)
+      : dir(std::move(d)),
+        options(o),
+        defaults(read_model_defaults(dir)),
+        transformer(Cosmos3Transformer::load(dir, o.weight_cache, backend_for(o.device))),
+        sequence(read_sequence_settings(dir.config, dir.config_path)),
+        encoder(dir) {}
+
+  ModelDirectory dir;
+  ModelOptions options;
+  ModelDefaults defaults;
+  Cosmos3Transformer transformer;
+  SequenceSettings sequence;
+  mutable PromptEncoder encoder;  // loads the tokenizer on first use
+  ModelInfo info;
+
+  sched::SchedulerConfig scheduler_config(const GenerateRequest& r, int64_t frames) const {
+    return scheduler_config_for({r.scheduler_config, r.scheduler, r.flow_shift}, dir, frames > 1);
+  }
+};
+
+namespace {
+
+// Calls the request's callbacks from the loop's observer hooks.
+class CallbackObserver final : public DenoiseObserver {
+ public:
+  explicit CallbackObserver(const GenerateCallbacks& callbacks) : callbacks_(callbacks) {}
+  void on_step_begin(int step, int num_steps, Precision generation, Precision reasoner) override {
+    event_ = {step, num_steps, generation, reasoner};
+    if (callbacks_.on_step_begin) callbacks_.on_step_begin(event_);
+  }
+  void on_step_end(int, const std::vector<float>&, const std::vector<float>*, const std::vector<float>&,
+                   const std::vector<float>& latent) override {
+    if (callbacks_.on_step_end) callbacks_.on_step_end(event_, latent);
+  }
+
+ private:
+  const GenerateCallbacks& callbacks_;
+  StepEvent event_;
+};
+
+}  // namespace
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+
+Model Model::open(const std::string& path, const ModelOptions& options) {
+  ModelDirectory dir = ModelDirectory::open(path);
+  // The checkpoint's quantization and policy are checked before any weight is mapped.
+  const ResolvedPolicy policy = resolve_policy(dir.config, dir.config_path, {});
+  auto impl = std::make_unique<Impl>(std::move(dir), options);
+  ModelInfo& info = impl->info;
+  info.path = path;
+  info.transformer_dir = impl->dir.transformer_dir;
+  info.has_fp8 = impl->transformer.has_fp8();
+  info.governed = impl->transformer.governed_counts();
+  info.latent_channels = impl->transformer.config().latent_channel;
+  info.pixel_space = is_pixel_space(impl->dir);
+  info.has_tokenizer = impl->dir.tokenizer_path.has_value();
+  info.warnings = impl->transformer.warnings();
+  info.warnings.insert(info.warnings.end(), policy.warnings.begin(), policy.warnings.end());
+  info.default_height = impl->defaults.height;
+  info.default_width = impl->defaults.width;
+  info.default_steps = impl->defaults.steps;
+  info.default_guidance = impl->defaults.guidance;
+  return Model(std::move(impl));
+}
+
+const ModelInfo& Model::info() const { return impl_->info; }
+const ModelOptions& Model::options() const { return impl_->options; }
+
+std::vector<int64_t> Model::encode_prompt(const std::string& text, const GenerateRequest& r) const {
+  const Impl& m = *impl_;
+  const auto shape = latent_shape_for({r.latent_shape, r.height, r.width, r.frames}, m.dir,
+                                      m.transformer.config().latent_channel, m.defaults);
+  return m.encoder.encode(text, prompt_geometry_for({r.latent_shape, r.height, r.width, r.frames}, shape, m.dir, r.fps,
+                                                    r.use_system_prompt));
+}
+
+GeneratePlan Model::plan(const GenerateRequest& r) const {
+  const Impl& m = *impl_;
+  if (r.prompt && r.prompt_ids) throw Error("generate", "give --prompt or --prompt-ids, not both");
+  if (!r.prompt && !r.prompt_ids) throw Error("generate", "a prompt is required: --prompt TEXT or --prompt-ids 1,2,3");
+  if (r.negative_prompt && r.negative_prompt_ids)
+    throw Error("generate", "give --negative-prompt or --negative-prompt-ids, not both");
+
+  GeneratePlan p;
+  p.steps = r.steps ? *r.steps : m.defaults.steps.value_or(kDefaultSteps);
+  p.guidance = r.guidance ? *r.guidance : m.defaults.guidance.value_or(kDefaultGuidance);
+  if (p.steps < 1) throw Error("generate", "--steps: expected an integer >= 1, got " + std::to_string(p.steps));
+  p.policy = resolve_policy(m.dir.config, m.dir.config_path, r.policy);
+  check_governed_counts(p.policy, m.transformer.governed_counts(), m.dir.transformer_dir);
+  p.plan = plan_steps(p.policy, m.transformer.has_fp8(), p.steps);
+  p.log_line = mixed_precision_log_line(p.policy, p.plan);
+
+  p.latent_shape = latent_shape_for({r.latent_shape, r.height, r.width, r.frames}, m.dir,
+                                    m.transformer.config().latent_channel, m.defaults);
+  const int64_t C = p.latent_shape[0];
+  p.image_output = is_pixel_space(m.dir) && (C == 1 || C == 3);
+
+  const bool cfg = p.guidance != 1.0;
+  const bool uncond_from_text = cfg && !r.negative_prompt_ids;
+  if (uncond_from_text && r.prompt_ids && !m.encoder.has_tokenizer()) {
+    // Ids only and nothing to tokenize the empty negative prompt with: its
+    // prefix is the two control ids every prefix ends with.
+    if (r.prompt_ids->size() < 2)
+      throw Error("generate", "--prompt-ids: a complete understanding prefix ends with the end-of-text and "
+                              "<|vision_start|> ids; give --negative-prompt-ids too");
+    p.uncond_ids.assign(r.prompt_ids->end() - 2, r.prompt_ids->end());
+    p.notes.push_back("no tokenizer: the unconditional prefix is the empty prompt's, the last two ids of "
+                      "--prompt-ids (" + std::to_string(p.uncond_ids[0]) + "," + std::to_string(p.uncond_ids[1]) +
+                      "); give --negative-prompt-ids to choose it");
+  } else if (r.prompt || uncond_from_text) {
+    const EncodedPrompts e = m.encoder.encode_pair(
+        r.prompt_ids ? std::nullopt : r.prompt, r.negative_prompt.value_or(""), uncond_from_text,
+        prompt_geometry_for({r.latent_shape, r.height, r.width, r.frames}, p.latent_shape, m.dir, r.fps,
+                            r.use_system_prompt));
+    p.cond_ids = e.cond;
+    p.uncond_ids = e.uncond;
+    p.cond_rendered_bytes = e.cond_rendered_bytes;
+    p.uncond_rendered_bytes = e.uncond_rendered_bytes;
+  }
+  if (r.prompt_ids) p.cond_ids = *r.prompt_ids;
+  if (cfg && r.negative_prompt_ids) p.uncond_ids = *r.negative_prompt_ids;
+
+  auto scheduler = sched::make_scheduler(m.scheduler_config(r, p.latent_shape[1]));
+  scheduler->set_timesteps(p.steps);
+  p.scheduler = scheduler->name();
+  p.timesteps = scheduler->timesteps();
+  p.sigmas.assign(scheduler->sigmas().begin(), scheduler->sigmas().end());
+  return p;
+}
+
+GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks& callbacks,
+                               const CancelToken* cancel) {
+  Impl& m = *impl_;
+  GenerateResult result;
+  result.plan = plan(r);
+  const GeneratePlan& p = result.plan;
+  const auto [C, T, H, W] = p.latent_shape;
+
+  DenoiseRequest request;
+  request.cond_ids = p.cond_ids;
+  request.uncond_ids = p.uncond_ids;
+  request.latent_shape = p.latent_shape;
+  request.fps = r.fps;
+  request.guidance = p.guidance;
+  request.activations = m.options.activations;
+  request.noise = r.noise ? *r.noise : NormalGenerator(r.seed).normals(std::size_t(C * T * H * W));
+
+  auto scheduler = sched::make_scheduler(m.scheduler_config(r, T));
+  StepController controller(p.plan);
+  CallbackObserver observer(callbacks);
+  const auto start = std::chrono::steady_clock::now();
+  DenoiseResult run = denoise(m.transformer, *scheduler, controller, request, m.sequence, &observer,
+                              cancel ? &cancel->flag() : nullptr);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.latent = std::move(run.latent);
+  result.trace = std::move(run.trace);
+  result.reasoner = run.reasoner;
+  result.transformer_calls = run.transformer_calls;
+  return result;
+}
+
+GenerateRequest sampled_exactly(GenerateRequest r, const GeneratePlan& p) {
+  r.prompt.reset();
+  r.prompt_ids = p.cond_ids;
+  r.negative_prompt.reset();
+  r.negative_prompt_ids = p.uncond_ids.empty() ? std::nullopt : std::optional(p.uncond_ids);
+  r.steps = p.steps;
+  r.guidance = p.guidance;
+  r.latent_shape = p.latent_shape;
+  r.height.reset();
+  r.width.reset();
+  r.frames.reset();
+  return r;
+}
+
+int64_t Model::weight_bytes_resident() const {
+  return mapped_resident_bytes(impl_->dir.transformer_dir) + weight_cache_bytes();
+}
+
+int64_t Model::weight_cache_bytes() const { return int64_t(impl_->transformer.weight_cache_bytes()); }
+
+std::vector<NamedTensor> Model::forward_file(const std::string& inputs_path,
+                                                    std::optional<Precision> precision, bool dump_hidden) {
+  Cosmos3Transformer& t = impl_->transformer;
+  const Precision native = t.has_fp8() ? Precision::W8A8 : Precision::BF16;
+  const Precision p = precision.value_or(native);
+  const std::string& folder = impl_->dir.transformer_dir;
+  if (p == Precision::BF16 && t.has_fp8())
+    throw Error("forward", "--precision dense: " + folder +
+                               " is a ModelOpt FP8 checkpoint (its governed Linears run w8a16 or w8a8); "
+                               "point --model at the BF16 checkpoint for dense arithmetic");
+  if (p != Precision::BF16 && !t.has_fp8())
+    throw Error("forward", "--precision " + std::string(precision_json_name(p)) + ": " + folder +
+                               " is a BF16 checkpoint without FP8 Linears; use --precision dense or an FP8 checkpoint");
+
+  const auto file = SafetensorsFile::open(inputs_path);
+  ForwardDebug debug;
+  HostTensor velocity = t.forward(read_forward_inputs(*file),
+                                  {p, p, impl_->options.activations, dump_hidden ? &debug : nullptr});
+  std::vector<NamedTensor> out{{"velocity", std::move(velocity.shape), std::move(velocity.data)}};
+  for (auto& [name, tensor] : debug.tensors) out.push_back({name, std::move(tensor.shape), std::move(tensor.data)});
+  return out;
+}
+
+}  // namespace stepmix

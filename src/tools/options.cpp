@@ -1,0 +1,132 @@
+#include "options.hpp"
+
+#include <csignal>
+
+namespace stepmix::cli {
+namespace {
+
+std::array<int64_t, 4> parse_latent_shape(const std::string& text) {
+  const std::vector<int64_t> s = parse_id_list(text, "--latent-shape");
+  if (s.size() != 4)
+    throw Error("generate", "--latent-shape: expected C,T,H,W (four integers), got '" + text + "'");
+  return {s[0], s[1], s[2], s[3]};
+}
+
+CancelToken* g_cancel = nullptr;
+extern "C" void on_sigint(int) {
+  if (g_cancel) g_cancel->cancel();
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+}  // namespace
+
+GenerateRequest RequestOptions::to_request() const {
+  GenerateRequest r;
+  r.prompt = prompt;
+  if (prompt_ids) r.prompt_ids = parse_id_list(*prompt_ids, "--prompt-ids");
+  r.negative_prompt = negative_prompt;
+  if (negative_prompt_ids) r.negative_prompt_ids = parse_id_list(*negative_prompt_ids, "--negative-prompt-ids");
+  if (latent_shape) {
+    if (height || width || frames) throw Error("generate", "--latent-shape conflicts with --height/--width/--frames");
+    r.latent_shape = parse_latent_shape(*latent_shape);
+  }
+  r.height = height;
+  r.width = width;
+  r.frames = frames;
+  r.steps = steps;
+  r.guidance = guidance;
+  r.scheduler = scheduler;
+  r.flow_shift = flow_shift;
+  r.scheduler_config = scheduler_config;
+  r.fps = fps;
+  if (scheduler && *scheduler != "unipc" && *scheduler != "euler")
+    throw Error("generate", "--scheduler: expected unipc or euler, got '" + *scheduler + "'");
+  if (steps && *steps < 1) throw Error("generate", "--steps: expected an integer >= 1, got " + std::to_string(*steps));
+  return r;
+}
+
+void add_request_options(CLI::App& cmd, RequestOptions& o, unsigned groups, const std::string& sampling_defaults) {
+  if (groups & kPromptText) {
+    cmd.add_option("--prompt", o.prompt, "Text prompt (needs the model's text_tokenizer/tokenizer.json)");
+    cmd.add_option("--prompt-ids", o.prompt_ids, "Complete understanding prefix as ids, used as given: 1,2,3");
+  }
+  if (groups & kNegativePrompt) {
+    cmd.add_option("--negative-prompt", o.negative_prompt, "Unconditional prompt text (default: empty)");
+    cmd.add_option("--negative-prompt-ids", o.negative_prompt_ids, "Unconditional prefix as ids");
+  }
+  if (groups & kGeometry) {
+    cmd.add_option("--height", o.height, "Image height in pixels (default: the model's)");
+    cmd.add_option("--width", o.width, "Image width in pixels (default: the model's)");
+    cmd.add_option("--frames", o.frames, "Number of frames (default 1 = image)");
+    cmd.add_option("--latent-shape", o.latent_shape, "Latent shape C,T,H,W (instead of height/width/frames)");
+  }
+  if (groups & kSampling) {
+    cmd.add_option("--steps", o.steps, "Denoising steps (default: " + sampling_defaults + ")");
+    cmd.add_option("--guidance", o.guidance, "Classifier-free guidance scale, 1 = off (default: see --steps)");
+  }
+  if (groups & kScheduler) {
+    cmd.add_option("--scheduler", o.scheduler, "unipc or euler (default: the model's scheduler_config.json)");
+    cmd.add_option("--flow-shift", o.flow_shift, "Flow shift of the sigma schedule (default: the scheduler's)");
+  }
+  if (groups & kSchedulerConfig)
+    cmd.add_option("--scheduler-config", o.scheduler_config, "A Diffusers scheduler_config.json");
+  if (groups & kFps) cmd.add_option("--fps", o.fps, "Frames per second (videos)")->default_val(kDefaultFps);
+}
+
+ModelOptions RuntimeOptions::model_options() const {
+  ModelOptions m;
+  m.activations = parse_activation_dtype(activations);
+  m.weight_cache = parse_weight_cache(weight_cache);
+  m.device = parse_device(device);
+  return m;
+}
+
+void add_runtime_options(CLI::App& cmd, RuntimeOptions& o) {
+  cmd.add_option("--activations", o.activations,
+                 "Activation dtype of the Linears: f32 (matches float32 references) or bf16 (16-bit activations as "
+                 "production runtimes use; faster)")
+      ->default_val("f32");
+  cmd.add_option("--weight-cache", o.weight_cache,
+                 "none: FP8 weights stay 1 byte/parameter; all: keep a BF16 copy (2 bytes/parameter more)")
+      ->default_val("none");
+  cmd.add_option("--device", o.device, "cpu or cuda (a build with the CUDA backend)")
+      ->default_val("cpu")
+      ->envname("STEPMIX_DEVICE");
+}
+
+PolicyOverrides PolicyOptions::overrides() const {
+  PolicyOverrides o;
+  o.mode = parse_mixed_precision_mode(mixed_precision);
+  o.first_steps = first_steps;
+  o.last_steps = last_steps;
+  if (reasoner) o.reasoner = parse_reasoner_mode(*reasoner);
+  if (overlap) o.overlap = parse_overlap_mode(*overlap);
+  return o;
+}
+
+void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
+  cmd.add_option("--mixed-precision", o.mixed_precision,
+                 "auto (follow the checkpoint), none (schedule off), fp8 (force; default 3/3)")
+      ->default_val("auto");
+  cmd.add_option("--first-steps", o.first_steps, "Override the number of leading W8A16 steps");
+  cmd.add_option("--last-steps", o.last_steps, "Override the number of trailing W8A16 steps");
+  cmd.add_option("--reasoner", o.reasoner, "Reasoner tower precision: a16 or native");
+  cmd.add_option("--overlap", o.overlap, "Steps inside both windows: a16 or native");
+}
+
+void with_ctrl_c_cancelling(CancelToken& cancel, const std::function<void()>& body) {
+  cancel.reset();
+  g_cancel = &cancel;
+  auto previous = std::signal(SIGINT, on_sigint);
+  try {
+    body();
+  } catch (...) {
+    std::signal(SIGINT, previous);
+    g_cancel = nullptr;
+    throw;
+  }
+  std::signal(SIGINT, previous);
+  g_cancel = nullptr;
+}
+
+}  // namespace stepmix::cli

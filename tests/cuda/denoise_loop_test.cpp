@@ -1,0 +1,89 @@
+// The denoising loop's CUDA pieces against the CPU code they replace: the
+// FlowMatch Euler scheduler's fp32 step (the real scheduler, several steps),
+// the CFG combination of the denoising loop, patchify/unpatchify and the
+// timestep sinusoid of model/embedding.hpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "cuda_test_util.hpp"
+#include "kernels/cuda/cuda_kernels.hpp"
+#include "model/embedding.hpp"
+#include "sched/flow_match_euler.hpp"
+
+namespace stepmix::test {
+namespace {
+
+class CudaDenoiseLoop : public CudaTest {};
+
+void expect_same_floats(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << what << " " << i;
+}
+
+TEST_F(CudaDenoiseLoop, CfgAndEulerStepsAreThoseOfTheCpuLoopBitForBit) {
+  const size_t n = 50021;
+  std::vector<float> latent = normal_floats(n, 81, 1.0f);
+  sched::FlowMatchEulerDiscreteScheduler scheduler(sched::FlowMatchEulerOptions{1000, 3.0});
+  scheduler.set_timesteps(6);
+  cuda::DeviceBuffer d_latent = to_device(latent), d_uncond(n * 4), d_cond(n * 4), d_guided(n * 4);
+  const float guidance = 4.5f;
+  for (int step = 0; step < scheduler.num_steps(); ++step) {
+    const std::vector<float> v_uncond = normal_floats(n, 90 + step, 1.0f);
+    const std::vector<float> v_cond = normal_floats(n, 190 + step, 1.0f);
+    // The CPU loop (pipeline/denoise.cpp), then the scheduler.
+    std::vector<float> guided(n);
+    for (size_t k = 0; k < n; ++k) guided[k] = v_uncond[k] + guidance * (v_cond[k] - v_uncond[k]);
+    const float dt = scheduler.sigmas()[size_t(step) + 1] - scheduler.sigmas()[size_t(step)];
+    scheduler.step(guided.data(), scheduler.timesteps()[size_t(step)], latent.data(), n);
+
+    d_uncond.upload(v_uncond.data(), n * 4);
+    d_cond.upload(v_cond.data(), n * 4);
+    cuda::cfg_combine(d_uncond.as<float>(), d_cond.as<float>(), int64_t(n), guidance, d_guided.as<float>(), nullptr);
+    expect_same_floats(to_host<float>(d_guided, n), guided, "cfg");
+    cuda::euler_step(d_latent.as<float>(), d_guided.as<float>(), int64_t(n), dt, nullptr);
+    expect_same_floats(to_host<float>(d_latent, n), latent, "euler");
+  }
+}
+
+TEST_F(CudaDenoiseLoop, PatchifyAndUnpatchifyAreTheCpuIndexMaps) {
+  for (const PatchGrid grid : {PatchGrid{16, 3, 10, 14, 2}, PatchGrid{4, 2, 7, 5, 2}, PatchGrid{3, 1, 4, 4, 1}}) {
+    const int64_t numel = grid.channels * grid.frames * grid.height * grid.width;
+    const std::vector<float> latent = normal_floats(size_t(numel), 95, 1.0f);
+    const std::vector<float> patches = patchify(latent.data(), grid);
+    cuda::DeviceBuffer d_latent = to_device(latent), d_patches = poisoned<float>(patches.size());
+    cuda::patchify(d_latent.as<float>(), grid, d_patches.as<float>(), nullptr);
+    expect_same_floats(to_host<float>(d_patches, patches.size()), patches, "patchify");
+
+    std::vector<int64_t> noisy;
+    for (int64_t t = grid.frames - 1; t >= 0; t -= 2) noisy.push_back(t);  // not in order, some frames left out
+    const int64_t per_frame = grid.tokens_per_frame() * grid.features();
+    const std::vector<float> noisy_patches(patches.begin(), patches.begin() + int64_t(noisy.size()) * per_frame);
+    const std::vector<float> want = unpatchify(noisy_patches.data(), grid, noisy);
+    cuda::DeviceBuffer d_noisy = to_device(noisy_patches), d_out = poisoned<float>(size_t(numel));
+    cuda::unpatchify(d_noisy.as<float>(), grid, noisy.data(), int64_t(noisy.size()), d_out.as<float>(), nullptr);
+    expect_same_floats(to_host<float>(d_out, size_t(numel)), want, "unpatchify");
+  }
+}
+
+TEST_F(CudaDenoiseLoop, TimestepSinusoidWithinOneFloatUlpOfTheCpu) {
+  for (float t : {999.0f, 937.5f, 500.0f, 13.0f, 0.0f}) {
+    for (double scale : {1.0, 0.001}) {
+      const std::vector<float> want = timestep_sinusoid({t}, scale);
+      cuda::DeviceBuffer out = poisoned<float>(size_t(kTimestepChannels));
+      cuda::timestep_sinusoid(t, float(scale), out.as<float>(), nullptr);
+      const auto got = to_host<float>(out, size_t(kTimestepChannels));
+      int exact = 0;
+      for (size_t j = 0; j < got.size(); ++j) {
+        const float ulp = std::nextafter(std::fabs(want[j]), 2.0f) - std::fabs(want[j]);
+        ASSERT_LE(std::fabs(got[j] - want[j]), ulp) << "t=" << t << " j=" << j;
+        exact += float_bits(got[j]) == float_bits(want[j]);
+      }
+      EXPECT_GE(exact, int(got.size()) - 8) << "t=" << t;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stepmix::test
