@@ -78,6 +78,12 @@ struct GenerateRequest {
   // Cosmos3 checkpoints: the image/video system prompt (unset: the model's
   // default_use_system_prompt, else on).
   std::optional<bool> use_system_prompt;
+  // Image-to-video (models with vae/, videos only): a PNG, scaled to cover
+  // the request's height × width with its aspect ratio kept and
+  // centre-cropped, encoded by the VAE into latent frame 0, which is then
+  // conditioned (clean): the transformer does not denoise it and its
+  // velocity is zero there, so sampling leaves it as encoded.
+  std::optional<std::string> image;
 
   // How the step policy of the checkpoint is applied (--mixed-precision ...).
   PolicyOverrides policy;
@@ -89,7 +95,11 @@ struct GeneratePlan {
   int steps = 0;
   double guidance = 1.0;
   std::array<int64_t, 4> latent_shape{};  // C, T, H, W
-  bool image_output = false;              // pixel-space latent with 1 or 3 channels: a PNG can be written
+  bool image_output = false;              // a PNG can be written: a pixel-space latent with 1 or 3
+                                          // channels, or a model with vae/ (decoded)
+  bool decodes = false;                   // the model has vae/: pictures and video are decoded from the latent
+  std::vector<int64_t> condition_frames;  // [T]: 1 = conditioned latent frame (image-to-video), else 0
+  double fps = kDefaultFps;               // the request's, for video outputs
   ResolvedPolicy policy;
   StepPlan plan;
   std::string log_line;  // "mixed_precision source=checkpoint reasoner=W8A16 generation=..."
@@ -156,6 +166,7 @@ struct ModelInfo {
   GovernedCounts governed;
   int64_t latent_channels = 0;
   bool pixel_space = false;  // no VAE: latents are pixels
+  bool has_vae = false;      // vae/: latents decode to pictures and video
   bool has_tokenizer = false;
   std::vector<std::string> warnings;  // unknown config keys, policy warnings
   // Defaults from model_index.json ("stepmix"), when present.
@@ -168,6 +179,16 @@ struct NamedTensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> data;
+};
+
+// Outputs of a generation, written under temporary names and renamed.
+struct OutputPaths {
+  // PNG: a pixel-space latent, or with vae/ the decoded picture (one frame)
+  // or every frame side by side.
+  std::optional<std::string> image;
+  std::optional<std::string> video;       // MP4 (H.264, yuv420p, the plan's fps); models with vae/
+  std::optional<std::string> frames_dir;  // a new folder of frame_00000.png, ...; models with vae/
+  std::optional<std::string> latents;     // safetensors, F32 tensor "latent" [1, C, T, H, W]
 };
 
 class Model {
@@ -210,6 +231,17 @@ class Model {
   std::vector<NamedTensor> forward_file(const std::string& inputs_path, std::optional<Precision> precision,
                                         bool dump_hidden);
 
+  // The outputs of `plan` checked before any sampling: formats, paths (the
+  // rules of write_outputs) and, for a model with vae/, the memory the
+  // decode (and an image-to-video encode) needs against what is available.
+  void check_outputs(const GeneratePlan& plan, const OutputPaths& paths) const;
+  // Writes the outputs of a generation: with vae/, the pictures and video
+  // are decoded from the latent (one decode for all of them), reporting
+  // (done, total) latent frames to `on_decode`; without, as the free
+  // write_outputs below. Every output or none.
+  void write_outputs(const GenerateResult& result, const OutputPaths& paths,
+                     const std::function<void(int64_t done, int64_t total)>& on_decode = {}) const;
+
  private:
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
@@ -222,11 +254,8 @@ class Model {
 // policy stay as they are.
 GenerateRequest sampled_exactly(GenerateRequest request, const GeneratePlan& plan);
 
-// Outputs of a generation, written under temporary names and renamed.
-struct OutputPaths {
-  std::optional<std::string> image;    // PNG: pixel-space models only (frames side by side)
-  std::optional<std::string> latents;  // safetensors, F32 tensor "latent" [1, C, T, H, W]
-};
+// Pixel-space latents and latent files only (no decoding; a video or frame
+// folder is an error): Model::write_outputs decodes.
 void write_outputs(const GenerateResult& result, const OutputPaths& paths);
 
 // F32 safetensors of `tensors`, written under a temporary name and renamed.

@@ -29,6 +29,20 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
   ForwardInputs cond = make_pass_inputs(request.cond_ids, request.latent_shape, request.fps, settings);
   ForwardInputs uncond;
   if (cfg) uncond = make_pass_inputs(request.uncond_ids, request.latent_shape, request.fps, settings);
+  if (!request.condition_frames.empty()) {
+    if (request.condition_frames.size() != std::size_t(T))
+      throw Error("generate", "condition_frames has " + std::to_string(request.condition_frames.size()) +
+                                  " entries for " + std::to_string(T) + " latent frames");
+    cond.condition_frame_mask = uncond.condition_frame_mask = request.condition_frames;
+  }
+  // Velocity · (1 − mask): the transformer's read-out already leaves the
+  // conditioned frames at zero; the guided velocity is zeroed there too, so
+  // no rounding of the CFG combination can move them.
+  auto zero_conditioned = [&](std::vector<float>& v) {
+    for (int64_t f = 0; f < T; ++f)
+      if (!request.condition_frames.empty() && request.condition_frames[std::size_t(f)])
+        for (int64_t c = 0; c < C; ++c) std::fill_n(v.begin() + (c * T + f) * H * W, H * W, 0.0f);
+  };
 
   DenoiseResult result;
   std::vector<float> latent = request.noise;
@@ -56,6 +70,7 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
     } else {
       std::copy(v_cond.begin(), v_cond.end(), guided.begin());
     }
+    zero_conditioned(guided);
     scheduler.step(guided.data(), t, latent.data(), numel);
     if (observer) observer->on_step_end(i, v_cond, cfg ? &v_uncond : nullptr, guided, latent);
     if (cancel && cancel->load() && i + 1 < N) throw Cancelled(i + 1, N);

@@ -26,6 +26,10 @@ struct DenoiseRequest {
   double fps = 24.0;
   double guidance = 1.0;            // 1 disables CFG (one pass per iteration)
   std::vector<float> noise;         // initial latent, [1, C, T, H, W]
+  // [T] or empty: 1 marks a conditioned latent frame (image-to-video): its
+  // initial latent is the clean one, the transformer treats it as clean and
+  // its velocity is zero, so the scheduler leaves it unchanged.
+  std::vector<int64_t> condition_frames;
   ActivationDType activations = ActivationDType::F32;
 };
 

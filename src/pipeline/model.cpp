@@ -2,17 +2,20 @@
 // requests resolved into plans, plans run by the denoising loop.
 #include "stepmix/model.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 
 #include "io/checkpoint.hpp"
+#include "io/output_format.hpp"
 #include "io/safetensors.hpp"
 #include "model/transformer.hpp"
 #include "pipeline/denoise.hpp"
 #include "pipeline/model_setup.hpp"
 #include "pipeline/noise.hpp"
 #include "pipeline/sequence.hpp"
+#include "pipeline/vae_stage.hpp"
 
 namespace stepmix {
 namespace fs = std::filesystem;
@@ -32,6 +35,7 @@ struct Model::Impl {
   Cosmos3Transformer transformer;
   SequenceSettings sequence;
   mutable PromptEncoder encoder;  // loads the tokenizer on first use
+  std::optional<VaeStage> vae;    // vae/: headers read at open, halves loaded on first use
   ModelInfo info;
 
   sched::SchedulerConfig scheduler_config(const GenerateRequest& r, int64_t frames) const {
@@ -78,6 +82,9 @@ Model Model::open(const std::string& path, const ModelOptions& options) {
   info.governed = impl->transformer.governed_counts();
   info.latent_channels = impl->transformer.config().latent_channel;
   info.pixel_space = is_pixel_space(impl->dir);
+  if (const auto folder = vae_folder_of(impl->dir))
+    impl->vae.emplace(*folder, info.latent_channels, options.activations);
+  info.has_vae = impl->vae.has_value();
   info.has_tokenizer = impl->dir.tokenizer_path.has_value();
   info.warnings = impl->transformer.warnings();
   info.warnings.insert(info.warnings.end(), policy.warnings.begin(), policy.warnings.end());
@@ -117,8 +124,20 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
 
   p.latent_shape = latent_shape_for({r.latent_shape, r.height, r.width, r.frames}, m.dir,
                                     m.transformer.config().latent_channel, m.defaults);
-  const int64_t C = p.latent_shape[0];
-  p.image_output = is_pixel_space(m.dir) && (C == 1 || C == 3);
+  const int64_t C = p.latent_shape[0], T = p.latent_shape[1];
+  p.decodes = m.vae.has_value();
+  p.image_output = p.decodes || (is_pixel_space(m.dir) && (C == 1 || C == 3));
+  p.fps = r.fps;
+  p.condition_frames.assign(std::size_t(T), 0);
+  if (r.image) {
+    if (!m.vae)
+      throw Error("generate", "--image " + *r.image + ": image-to-video needs a model with vae/ to encode the image; " +
+                                  m.dir.root + " has none");
+    if (T < 2)
+      throw Error("generate", "--image " + *r.image + ": image-to-video needs a video of 5 or more frames (--frames), "
+                              "got 1 latent frame");
+    p.condition_frames[0] = 1;  // latent frame 0 depends on pixel frame 0 alone (the causal VAE)
+  }
 
   const bool cfg = p.guidance != 1.0;
   const bool uncond_from_text = cfg && !r.negative_prompt_ids;
@@ -169,6 +188,14 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
   request.guidance = p.guidance;
   request.activations = m.options.activations;
   request.noise = r.noise ? *r.noise : NormalGenerator(r.seed).normals(std::size_t(C * T * H * W));
+  request.condition_frames = p.condition_frames;
+  if (r.image) {
+    // The clean latent of the image replaces the noise of frame 0.
+    const int64_t sf = m.vae->sizes().config().spatial_factor();
+    const std::vector<float> frame0 = m.vae->encode_condition_image(*r.image, H * sf, W * sf);
+    for (int64_t c = 0; c < C; ++c)
+      std::copy_n(frame0.begin() + c * H * W, H * W, request.noise.begin() + c * T * H * W);
+  }
 
   auto scheduler = sched::make_scheduler(m.scheduler_config(r, T));
   StepController controller(p.plan);
@@ -225,6 +252,74 @@ std::vector<NamedTensor> Model::forward_file(const std::string& inputs_path,
   std::vector<NamedTensor> out{{"velocity", std::move(velocity.shape), std::move(velocity.data)}};
   for (auto& [name, tensor] : debug.tensors) out.push_back({name, std::move(tensor.shape), std::move(tensor.data)});
   return out;
+}
+
+namespace {
+
+struct DeclaredOutputs {
+  vae::DecodeOutputs decode;
+  vae::DecodeOutputIds ids;
+  std::optional<OutputSet::Id> latents;
+};
+
+// Every output of `paths` in `set`, each with the format its option takes.
+DeclaredOutputs declare_outputs(OutputSet& set, const GeneratePlan& plan, const OutputPaths& paths) {
+  DeclaredOutputs d;
+  // The extensions --out takes on this model, so the message lists them all.
+  if (paths.image && plan.decodes &&
+      output_format_for(*paths.image, "--out", {OutputFormat::Png, OutputFormat::Mp4}) != OutputFormat::Png)
+    throw Error("generate", "--out " + *paths.image + ": a picture output must be .png (a video is OutputPaths::video)");
+  if (paths.image && !plan.decodes) output_format_for(*paths.image, "--out", {OutputFormat::Png});
+  if (paths.video) output_format_for(*paths.video, "--out", {OutputFormat::Mp4});
+  if (paths.latents) output_format_for(*paths.latents, "--save-latents", {OutputFormat::Safetensors});
+  d.decode.image = paths.image;
+  d.decode.video = paths.video;
+  d.decode.frames_dir = paths.frames_dir;
+  d.decode.fps = plan.fps;
+  d.ids = vae::declare_decode_outputs(set, d.decode, "--out");
+  if (paths.latents) d.latents = set.add_file("--save-latents", *paths.latents);
+  return d;
+}
+
+}  // namespace
+
+void Model::check_outputs(const GeneratePlan& plan, const OutputPaths& paths) const {
+  const Impl& m = *impl_;
+  if (!m.vae) {
+    if (paths.video || paths.frames_dir)
+      throw Error("generate", (paths.video ? "--out " + *paths.video : "--frames-dir " + *paths.frames_dir) +
+                                  ": video needs a model with vae/ to decode the latent; " + m.dir.root + " has none");
+    if (paths.image && !plan.image_output)
+      throw Error("generate", "--out " + *paths.image + ": this model's latent is not an image (it has no vae/)");
+  }
+  OutputSet set;
+  declare_outputs(set, plan, paths);
+  set.validate();
+  const bool decode = paths.image || paths.video || paths.frames_dir;
+  const bool conditioned = std::find(plan.condition_frames.begin(), plan.condition_frames.end(), 1) !=
+                           plan.condition_frames.end();
+  if (m.vae && (decode || conditioned))
+    m.vae->check_memory(plan.latent_shape, paths.image.has_value(), conditioned);
+}
+
+void Model::write_outputs(const GenerateResult& result, const OutputPaths& paths,
+                          const std::function<void(int64_t, int64_t)>& on_decode) const {
+  const Impl& m = *impl_;
+  if (!m.vae) {
+    check_outputs(result.plan, paths);
+    stepmix::write_outputs(result, paths);
+    return;
+  }
+  OutputSet set;
+  const DeclaredOutputs d = declare_outputs(set, result.plan, paths);
+  set.validate();
+  if (paths.image || paths.video || paths.frames_dir)
+    m.vae->decode_and_stage(result.latent, result.plan.latent_shape, d.decode, d.ids, set, on_decode);
+  if (d.latents) {
+    const auto [C, T, H, W] = result.plan.latent_shape;
+    set.stage_file(*d.latents, encode_safetensors(*paths.latents, {make_tensor_f32("latent", {1, C, T, H, W}, result.latent)}));
+  }
+  set.commit();
 }
 
 }  // namespace stepmix

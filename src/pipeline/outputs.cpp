@@ -28,6 +28,9 @@ Image8 latent_to_image(const std::vector<float>& latent, const std::array<int64_
 
 void write_outputs(const GenerateResult& result, const OutputPaths& paths) {
   const auto [C, T, H, W] = result.plan.latent_shape;
+  if (paths.video || paths.frames_dir)
+    throw Error("generate", (paths.video ? *paths.video : *paths.frames_dir) +
+                                ": video needs the model's VAE: write it with Model::write_outputs");
   if (paths.image) {
     if (!result.plan.image_output)
       throw Error("generate", *paths.image + ": this model's latent is not an image (it needs a VAE decoder)");

@@ -1,7 +1,10 @@
-// `stepmix generate`: prompt -> denoising loop with one precision per step ->
-// PNG (pixel-space models) and/or the final latent. Prints the trace.
+// `stepmix generate`: prompt (and, for image-to-video, a picture) -> denoising
+// loop with one precision per step -> PNG / MP4 / PNG frames (decoded by the
+// model's VAE, or pixel-space latents) and/or the final latent. Prints the
+// trace.
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -22,7 +25,8 @@ struct GenerateOptions {
   RequestOptions request;
   std::optional<uint64_t> seed;
   std::optional<std::string> noise_file;
-  std::optional<std::string> out, save_latents;
+  std::optional<std::string> out, save_latents, frames_dir, image;
+  bool no_decode = false;
   bool json_output = false;
   RuntimeOptions runtime;
   PolicyOptions policy;
@@ -42,6 +46,13 @@ class ProgressBar {
                  std::string(width - filled, '.').c_str(), e.step + 1, e.num_steps, rate, eta,
                  std::string(precision_trace_token(e.generation)).c_str());
   }
+  // After each decoded latent frame, on the same line.
+  void on_decode(int64_t done, int64_t total) {
+    if (!enabled_) return;
+    const int width = 30, filled = total ? int(width * done / total) : 0;
+    std::fprintf(stderr, "\r[%s%s] decode %lld/%lld latent frames                ", std::string(filled, '#').c_str(),
+                 std::string(width - filled, '.').c_str(), (long long)done, (long long)total);
+  }
   void finish() {
     if (enabled_) std::fprintf(stderr, "\r%80s\r", "");
   }
@@ -60,24 +71,35 @@ void run_generate(const GenerateOptions& opt) {
   request.policy = opt.policy.overrides();
   if (opt.noise_file && opt.seed) throw Error("generate", "give --seed or --noise, not both");
   request.seed = opt.seed.value_or(0);
+  request.image = opt.image;
+  if (opt.no_decode && (opt.out || opt.frames_dir))
+    throw Error("generate", "--no-decode stops at the latent: give --save-latents FILE instead of --out/--frames-dir");
+  if (opt.no_decode && !opt.save_latents) throw Error("generate", "--no-decode: give --save-latents FILE");
 
   Model model = Model::open(opt.model_dir, model_options);
   for (const auto& w : model.info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const GeneratePlan plan = model.plan(request);
   if (opt.noise_file) request.noise = read_noise_file(*opt.noise_file, plan.latent_shape);
 
-  // Decide every output path before the loop, so bad options fail early.
+  // Decide every output path before the loop, so bad options (and a decode
+  // that would not fit in memory) fail early.
   OutputPaths outputs;
   outputs.latents = opt.save_latents;
+  outputs.frames_dir = opt.frames_dir;
   if (opt.out) {
-    if (plan.image_output) {
+    std::string ext = fs::path(*opt.out).extension().string();
+    for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (ext == ".mp4") {  // refused by check_outputs on a model without vae/
+      outputs.video = opt.out;
+    } else if (plan.image_output) {
       outputs.image = opt.out;
     } else if (!outputs.latents) {
       outputs.latents = fs::path(*opt.out).replace_extension(".safetensors").string();
-      std::fprintf(stderr, "note: %s has latents that need a VAE decoder, which stepmix does not have yet; "
-                           "writing the latent to %s\n", opt.model_dir.c_str(), outputs.latents->c_str());
+      std::fprintf(stderr, "note: %s has latents that need a VAE decoder and no vae/; writing the latent to %s\n",
+                   opt.model_dir.c_str(), outputs.latents->c_str());
     }
   }
+  model.check_outputs(plan, outputs);
 
   ProgressBar progress(isatty(STDERR_FILENO) && !opt.json_output);
   GenerateCallbacks callbacks;
@@ -90,9 +112,14 @@ void run_generate(const GenerateOptions& opt) {
     progress.finish();
     throw;
   }
-  progress.finish();
   const double seconds = progress.seconds();
-  write_outputs(result, outputs);
+  try {
+    model.write_outputs(result, outputs, [&](int64_t done, int64_t total) { progress.on_decode(done, total); });
+  } catch (...) {
+    progress.finish();
+    throw;
+  }
+  progress.finish();
 
   const std::string trace = trace_string(result.trace);
   const auto [C, T, H, W] = plan.latent_shape;
@@ -113,13 +140,18 @@ void run_generate(const GenerateOptions& opt) {
     out["transformer_calls"] = result.transformer_calls;
     out["activations"] = opt.runtime.activations;
     out["weight_cache"] = opt.runtime.weight_cache;
-    out["outputs"] = {{"image", outputs.image ? json(*outputs.image) : json()},
-                      {"latents", outputs.latents ? json(*outputs.latents) : json()}};
+    auto path_or_null = [](const std::optional<std::string>& p) { return p ? json(*p) : json(); };
+    out["outputs"] = {{"image", path_or_null(outputs.image)},
+                      {"video", path_or_null(outputs.video)},
+                      {"frames_dir", path_or_null(outputs.frames_dir)},
+                      {"latents", path_or_null(outputs.latents)}};
     std::cout << out.dump(2) << "\n";
     return;
   }
   std::printf("%s\n", plan.log_line.c_str());
   if (outputs.image) std::printf("image: %s\n", outputs.image->c_str());
+  if (outputs.video) std::printf("video: %s\n", outputs.video->c_str());
+  if (outputs.frames_dir) std::printf("frames: %s\n", outputs.frames_dir->c_str());
   if (outputs.latents) std::printf("latents: %s\n", outputs.latents->c_str());
   std::printf("trace: %s\n", trace.c_str());
   std::printf("elapsed: %.2f s (%d steps, %d transformer calls)\n", seconds, plan.steps, result.transformer_calls);
@@ -137,8 +169,15 @@ void add_generate_command(CLI::App& app) {
                                               kSchedulerConfig | kFps);
   cmd->add_option("--seed", opt->seed, "Seed of the initial noise (default 0)");
   cmd->add_option("--noise", opt->noise_file, "Initial noise: F32 tensor 'noise' [1,C,T,H,W]");
-  cmd->add_option("--out", opt->out, "Output PNG (pixel-space models)");
+  cmd->add_option("--out", opt->out,
+                  "Output .png (an image, or a video's frames side by side) or, for models with vae/, .mp4 "
+                  "(H.264 at --fps)");
+  cmd->add_option("--frames-dir", opt->frames_dir, "Models with vae/: also every frame as DIR/frame_00000.png, ... (a new folder)");
   cmd->add_option("--save-latents", opt->save_latents, "Write the final latent (F32 'latent' [1,C,T,H,W])");
+  cmd->add_flag("--no-decode", opt->no_decode, "Stop at the latent (with --save-latents); no VAE decode");
+  cmd->add_option("--image", opt->image,
+                  "Image-to-video (models with vae/): a PNG, scaled to cover --height x --width and centre-cropped, "
+                  "as latent frame 0");
   cmd->add_flag("--json", opt->json_output, "Print one JSON object");
   add_runtime_options(*cmd, opt->runtime);
   add_policy_options(*cmd, opt->policy);

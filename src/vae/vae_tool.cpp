@@ -79,16 +79,16 @@ void vae_decode(const VaeDecodeOptions& o, std::FILE* out) {
   const std::size_t limit = memory_limit(o.run);
 
   const auto file = SafetensorsFile::open(o.latent);
-  const TensorView& latent = input_tensor(*file, "latent", "[1, z_dim, T, h, w]");
+  // Size the request from the headers before reading a weight.
+  load.decoder = load.encoder = false;
+  const vae::WanVae sizes = vae::WanVae::load(o.run.vae, load);
+  const int64_t z = sizes.config().z_dim;
+  const TensorView& latent = input_tensor(*file, "latent", "[1, " + std::to_string(z) + ", T, h, w]");
   vae::RunOptions run;
   run.input_label = o.latent + ": tensor 'latent'";
   run.progress = o.run.progress;
 
-  // Size the request from the headers before reading a weight.
-  load.decoder = load.encoder = false;
-  const vae::WanVae sizes = vae::WanVae::load(o.run.vae, load);
   const std::vector<int64_t>& shape = latent.shape;
-  const int64_t z = sizes.config().z_dim;
   if (shape.size() != 5 || shape[0] != 1 || shape[1] != z || shape[2] < 1 || shape[3] < 1 || shape[4] < 1)
     throw Error("vae", run.input_label + ": expected shape [1, " + std::to_string(z) + ", T, h, w], got " +
                            shape_to_string(shape));

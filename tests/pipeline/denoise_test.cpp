@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "io/checkpoint.hpp"
 #include "model/model_test_util.hpp"
 #include "pipeline/noise.hpp"
@@ -146,6 +148,52 @@ TEST(Denoise, RejectsInconsistentRequests) {
   r = f.request();
   r.latent_shape = {4, 1, 0, 4};
   EXPECT_THROW(denoise(f.transformer, *f.scheduler, controller, r, f.settings), Error);
+}
+
+// Image-to-video: latent frame 0 holds a clean latent and is marked
+// conditioned. The transformer reads it as clean and gives it no velocity,
+// so sampling leaves it as it was: bit for bit under the Euler scheduler
+// (x + dt·0), within float32 rounding under UniPC, whose update rebuilds the
+// sample as (σ_t/σ_s)·x + α_t(1 − e^−h)·x̂0 with x̂0 = x (the coefficients sum
+// to 1; a few ulp per step, bound 1e-6 of the frame's largest value over 8
+// steps). The other frames are denoised, and they see the conditioned frame:
+// another frame 0 gives them other values.
+TEST(Denoise, ConditionedFrameIsLeftAsItIsAndConditionsTheOthers) {
+  Fixture f;
+  const int64_t C = 4, T = 3, H = 4, W = 4, frame = H * W;
+  auto conditioned = [&](uint64_t clean_seed) {
+    DenoiseRequest r = f.request();
+    r.latent_shape = {C, T, H, W};
+    r.noise = NormalGenerator(11).normals(std::size_t(C * T * H * W));
+    const std::vector<float> clean = NormalGenerator(clean_seed).normals(std::size_t(C * frame));
+    for (int64_t c = 0; c < C; ++c) std::copy_n(clean.begin() + c * frame, frame, r.noise.begin() + c * T * frame);
+    r.condition_frames = {1, 0, 0};
+    return r;
+  };
+  auto frame_values = [&](const std::vector<float>& latent, int64_t t) {
+    std::vector<float> out;
+    for (int64_t c = 0; c < C; ++c)
+      out.insert(out.end(), latent.begin() + (c * T + t) * frame, latent.begin() + (c * T + t + 1) * frame);
+    return out;
+  };
+  StepController controller(f.plan(8));
+  const DenoiseRequest a = conditioned(5);
+  const std::vector<float> out = denoise(f.transformer, *f.scheduler, controller, a, f.settings).latent;
+  const std::vector<float> before = frame_values(a.noise, 0), after = frame_values(out, 0);
+  float top = 0;
+  for (float v : before) top = std::max(top, std::fabs(v));
+  for (std::size_t i = 0; i < before.size(); ++i) ASSERT_NEAR(after[i], before[i], 1e-6 * top) << i;
+  EXPECT_NE(frame_values(out, 1), frame_values(a.noise, 1));
+  const std::vector<float> other = denoise(f.transformer, *f.scheduler, controller, conditioned(6), f.settings).latent;
+  EXPECT_NE(frame_values(other, 1), frame_values(out, 1));
+
+  auto euler = sched::make_scheduler(sched::load_scheduler_config(test::golden_path("scheduler/flowmatch_euler_shift3.json")));
+  const std::vector<float> stepped = denoise(f.transformer, *euler, controller, a, f.settings).latent;
+  EXPECT_EQ(frame_values(stepped, 0), before);
+
+  DenoiseRequest wrong = a;
+  wrong.condition_frames = {1, 0};
+  EXPECT_THROW(denoise(f.transformer, *f.scheduler, controller, wrong, f.settings), Error);
 }
 
 }  // namespace

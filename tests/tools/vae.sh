@@ -142,7 +142,7 @@ expect_rejected encode-no-input "" "give exactly one of --pixels IN.safetensors 
   vae encode --vae "$vae" --out "$out"
 expect_rejected encode-both "--image" "excludes" \
   vae encode --vae "$vae" --pixels "$latent" --image "$tmp/image.png" --out "$out"
-expect_rejected encode-out "--out $tmp/x.png" "expected a .safetensors file" \
+expect_rejected encode-out "--out $tmp/x.png" "extension '.png' is not supported here; expected .safetensors" \
   vae encode --vae "$vae" --image "$tmp/image.png" --out "$tmp/x.png"
 [[ ! -e $out ]] || fail "a failed run left an output file"
 
