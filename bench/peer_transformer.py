@@ -1,5 +1,5 @@
 """PyTorch peer of bench/transformer_bench.cpp: the Cosmos3 transformer forward
-(shared spec cosmos3-transformer.md) as a plain eager implementation in bf16,
+(the Cosmos3 transformer as stepmix implements it, src/model/) as a plain eager implementation in bf16,
 the way a Diffusers/HF-style module computes it: bf16 Linears through
 F.linear, RMSNorm statistics in float32, HF "eager" attention (repeat_kv,
 q·kᵀ, softmax in float32, ·v), the timestep embedder in float32.
@@ -60,7 +60,7 @@ def read_safetensors(path):
 
 
 def e4m3_table():
-    """float32 value of each of the 256 E4M3FN codes (spec step-policy.md §12.2)."""
+    """float32 value of each of the 256 E4M3FN codes (docs/step-policy.md §12)."""
     values = []
     for code in range(256):
         sign = -1.0 if code & 0x80 else 1.0
@@ -168,7 +168,7 @@ class Cosmos3Peer:
         self.norm_moe_gen = w["norm_moe_gen.weight"]
         self.proj_in = Linear(w, "proj_in", "dense", table)
         self.proj_out = Linear(w, "proj_out", "dense", table)
-        # The timestep embedder runs in float32 (spec §4).
+        # The timestep embedder runs in float32 (as in stepmix and the reference).
         self.time_1 = (w["time_embedder.linear_1.weight"].float(), w["time_embedder.linear_1.bias"].float())
         self.time_2 = (w["time_embedder.linear_2.weight"].float(), w["time_embedder.linear_2.bias"].float())
         half = c["head_dim"] // 2

@@ -40,6 +40,9 @@ struct ModelOptions {
   ActivationDType activations = ActivationDType::F32;
   WeightCache weight_cache = WeightCache::None;
   Device device = Device::Cpu;
+  // Scan every weight for NaN and infinities when opening (as llama.cpp's
+  // --check-tensors); the first one found is an error naming the tensor.
+  bool check_tensors = false;
 };
 
 // Built-in defaults of a request, used when neither the request nor the
@@ -47,6 +50,14 @@ struct ModelOptions {
 inline constexpr int kDefaultSteps = 35;
 inline constexpr double kDefaultGuidance = 6.0;
 inline constexpr double kDefaultFps = 24.0;
+
+// Limits of a request, checked before anything is allocated (also for
+// defaults read from a model's files).
+inline constexpr int kMaxSteps = 10000;
+inline constexpr double kMaxGuidance = 100.0;
+inline constexpr int kMaxFrames = 4097;                   // 1 + 4·1024
+inline constexpr int kMaxPixels = 16384;                  // height, width
+inline constexpr int64_t kMaxVisionTokens = int64_t(1) << 20;
 
 // One generation. Unset optionals take the model's defaults, then the
 // built-in ones.
@@ -106,8 +117,10 @@ struct GeneratePlan {
   std::vector<int64_t> cond_ids, uncond_ids;  // uncond empty without CFG
   // Bytes of the rendered chat texts, when a Cosmos3 prompt was built.
   std::optional<std::size_t> cond_rendered_bytes, uncond_rendered_bytes;
-  // Things the user should know about this plan (one line each).
-  std::vector<std::string> notes;
+  // Things the user should know about this plan (one line each): notes, and
+  // warnings (a prompt word the vocabulary does not know, with its nearest
+  // entries).
+  std::vector<std::string> notes, warnings;
   std::string scheduler;                      // e.g. "UniPCMultistepScheduler"
   std::vector<double> timesteps;
   std::vector<double> sigmas;  // the scheduler's float32 sigmas, widened
@@ -181,15 +194,7 @@ struct NamedTensor {
   std::vector<float> data;
 };
 
-// Outputs of a generation, written under temporary names and renamed.
-struct OutputPaths {
-  // PNG: a pixel-space latent, or with vae/ the decoded picture (one frame)
-  // or every frame side by side.
-  std::optional<std::string> image;
-  std::optional<std::string> video;       // MP4 (H.264, yuv420p, the plan's fps); models with vae/
-  std::optional<std::string> frames_dir;  // a new folder of frame_00000.png, ...; models with vae/
-  std::optional<std::string> latents;     // safetensors, F32 tensor "latent" [1, C, T, H, W]
-};
+class VaeStage;  // the model's video VAE (private to the library)
 
 class Model {
  public:
@@ -222,6 +227,8 @@ class Model {
   int64_t weight_bytes_resident() const;
   // Bytes of dequantized BF16 weight copies (WeightCache::All), included above.
   int64_t weight_cache_bytes() const;
+  // The safetensors files of the transformer (outputs must not replace them).
+  std::vector<std::string> weight_files() const;
 
   // One transformer call on inputs in the golden file layout (input_ids,
   // position_ids, vision_latent, vision_timesteps, und_len[,
@@ -231,18 +238,9 @@ class Model {
   std::vector<NamedTensor> forward_file(const std::string& inputs_path, std::optional<Precision> precision,
                                         bool dump_hidden);
 
-  // The outputs of `plan` checked before any sampling: formats, paths (the
-  // rules of write_outputs) and, for a model with vae/, the memory the
-  // decode (and an image-to-video encode) needs against what is available.
-  void check_outputs(const GeneratePlan& plan, const OutputPaths& paths) const;
-  // Writes the outputs of a generation: with vae/, the pictures and video
-  // are decoded from the latent (one decode for all of them), reporting
-  // (done, total) latent frames to `on_decode`; without, as the free
-  // write_outputs below. Every output or none.
-  void write_outputs(const GenerateResult& result, const OutputPaths& paths,
-                     const std::function<void(int64_t done, int64_t total)>& on_decode = {}) const;
-
  private:
+  // The model's VAE (null without vae/), for its outputs (GenerationOutputs).
+  friend const VaeStage* vae_stage_of(const Model& model);
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
@@ -254,9 +252,67 @@ class Model {
 // policy stay as they are.
 GenerateRequest sampled_exactly(GenerateRequest request, const GeneratePlan& plan);
 
-// Pixel-space latents and latent files only (no decoding; a video or frame
-// folder is an error): Model::write_outputs decodes.
-void write_outputs(const GenerateResult& result, const OutputPaths& paths);
+// What a generation writes. The extension of `out` decides its format:
+//   .png          the image: a pixel-space latent (frames side by side), or
+//                 with vae/ the decoded picture (a video's frames side by side)
+//   .mp4          models with vae/: the decoded video (H.264, yuv420p, the
+//                 plan's fps)
+//   .safetensors  the final latent, F32 tensor "latent" [1, C, T, H, W]
+// Anything else is an error naming the extension. `save_latents` is a
+// .safetensors file beside a picture or video; `frames_dir` (models with
+// vae/) a new folder of frame_00000.png, ... One decode feeds them all.
+struct OutputRequest {
+  std::optional<std::string> out;
+  std::optional<std::string> save_latents;
+  std::optional<std::string> frames_dir;
+};
+
+// What is recorded with an output: a PNG's "parameters" and "stepmix" text
+// chunks, and `generate --json`.
+struct OutputMetadata {
+  std::string prompt;           // as given (ids written "ids:1,2,3")
+  std::string negative_prompt;
+  uint64_t seed = 0;
+  std::string model;            // the model folder as given
+};
+
+// The files of one generation, declared and checked against every rule
+// (io/output_set.hpp: no directory, FIFO or device replaced, no output that
+// is an input such as the checkpoint's own files or the noise file, the
+// folder exists and is writable) before any sampling, then staged under
+// unpredictable temporary names and committed together: on a failure or a
+// signal nothing new is visible.
+class GenerationOutputs {
+ public:
+  // Validates now; `inputs` are further files that must not be overwritten
+  // (the noise file). With vae/, also estimates the memory the decode needs
+  // against what is available. Throws stepmix::Error naming the option and
+  // the path. `model` must outlive the outputs (it decodes them).
+  GenerationOutputs(const Model& model, const GeneratePlan& plan, const OutputRequest& request,
+                    const std::vector<std::string>& inputs = {});
+  ~GenerationOutputs();
+  GenerationOutputs(GenerationOutputs&&) noexcept;
+  GenerationOutputs& operator=(GenerationOutputs&&) noexcept;
+
+  // The paths that will be written, for messages.
+  const std::optional<std::string>& image() const;
+  const std::optional<std::string>& video() const;
+  const std::optional<std::string>& frames_dir() const;
+  const std::optional<std::string>& latents() const;
+
+  // Checks the result is finite, decodes (models with vae/, reporting
+  // (done, total) latent frames to `on_decode`), encodes, stages and commits
+  // every output.
+  void write(const GenerateResult& result, const OutputMetadata& metadata,
+             const std::function<void(int64_t done, int64_t total)>& on_decode = {});
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The text chunks of a PNG (tEXt, zTXt, iTXt), keyword → text, in file order.
+std::vector<std::pair<std::string, std::string>> read_png_metadata(const std::string& path);
 
 // F32 safetensors of `tensors`, written under a temporary name and renamed.
 void write_tensors(const std::string& path, const std::vector<NamedTensor>& tensors);

@@ -26,6 +26,11 @@ std::string_view activation_dtype_name(ActivationDType dtype);  // "f32" | "bf16
 std::string_view weight_cache_name(WeightCache cache);          // "none" | "all"
 std::string_view device_name(Device device);                    // "cpu" | "cuda"
 
+// Threads of every parallel loop (the calling thread included), instead of
+// STEPMIX_THREADS or the hardware thread count; call before any work.
+// Results never depend on it.
+void set_thread_count(int threads);
+
 // The inverses; throw stepmix::Error naming `option` and the accepted words.
 ActivationDType parse_activation_dtype(std::string_view text, std::string_view option = "--activations");
 WeightCache parse_weight_cache(std::string_view text, std::string_view option = "--weight-cache");

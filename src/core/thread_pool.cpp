@@ -7,6 +7,7 @@
 #include <string>
 
 #include "stepmix/error.hpp"
+#include "stepmix/runtime.hpp"
 
 namespace stepmix {
 
@@ -14,7 +15,11 @@ namespace {
 // Set while a thread executes pool tasks, so nested parallel_for runs inline.
 thread_local bool t_inside_pool_task = false;
 
+std::atomic<int> g_requested_threads{0};
+std::atomic<bool> g_global_created{false};
+
 int threads_from_environment() {
+  if (const int requested = g_requested_threads.load()) return requested;
   if (const char* env = std::getenv("STEPMIX_THREADS"); env && *env) {
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
@@ -50,7 +55,16 @@ ThreadPool::~ThreadPool() {
 
 ThreadPool& ThreadPool::global() {
   static ThreadPool pool(threads_from_environment());
+  g_global_created = true;
   return pool;
+}
+
+void set_thread_count(int threads) {
+  if (threads < 1 || threads > 1024)
+    throw Error("threads", "--threads: expected an integer in [1, 1024], got " + std::to_string(threads));
+  if (g_global_created && ThreadPool::global().size() != threads)
+    throw Error("threads", "the thread count is set before any work starts");
+  g_requested_threads = threads;
 }
 
 void ThreadPool::run_tasks(const std::function<void(int64_t)>& task, int64_t task_count) {

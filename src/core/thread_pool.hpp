@@ -28,7 +28,8 @@ class ThreadPool {
   int size() const { return int(workers_.size()) + 1; }
   void parallel_for(int64_t task_count, const std::function<void(int64_t task)>& task);
 
-  // Shared pool: STEPMIX_THREADS if set (>= 1), else the hardware thread count.
+  // Shared pool: set_thread_count() if called, else STEPMIX_THREADS if set
+  // (>= 1), else the hardware thread count.
   static ThreadPool& global();
 
  private:

@@ -19,6 +19,8 @@
 #include "eval/metrics.hpp"
 #include "io/safetensors.hpp"
 #include "io/checkpoint.hpp"
+#include "io/output_format.hpp"
+#include "io/output_set.hpp"
 #include "stepmix/tools.hpp"
 
 namespace stepmix {
@@ -110,6 +112,13 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   if (opt.peer_threads < 1) throw Error("bench", "--peer-threads: expected an integer >= 1");
   if (opt.peer_dtype != "bf16" && opt.peer_dtype != "fp32")
     throw Error("bench", "--peer-dtype: expected bf16 or fp32, got '" + opt.peer_dtype + "'");
+
+  // --json is checked before anything runs and written whole at the end.
+  OutputSet outputs;
+  const std::optional<OutputSet::Id> json_out =
+      opt.json_file ? std::optional(outputs.add_file("--json", *opt.json_file)) : std::nullopt;
+  if (opt.json_file) output_format_for(*opt.json_file, "--json", {OutputFormat::Json});
+  outputs.validate();
 
   Model model = Model::open(opt.model_dir, opt.runtime);
   const int64_t rss_after_load = peak_rss_bytes();
@@ -288,7 +297,8 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   }
   report["peer"] = peer;
   if (opt.json_file) {
-    write_file_atomic(*opt.json_file, report.dump(2) + "\n");
+    outputs.stage_file(*json_out, report.dump(2) + "\n");
+    outputs.commit();
     std::fprintf(out, "json: %s\n", opt.json_file->c_str());
   }
 }

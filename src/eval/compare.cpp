@@ -5,8 +5,6 @@
 // per-step latent error, classifier accuracy, pictures. Everything goes to a
 // temporary folder renamed to the report folder at the end, so an interrupted
 // run leaves nothing behind.
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -19,7 +17,7 @@
 #include "eval/report_png.hpp"
 #include "io/png.hpp"
 #include "io/safetensors.hpp"
-#include "io/temporary_outputs.hpp"
+#include "io/output_set.hpp"
 #include "stepmix/tools.hpp"
 
 namespace stepmix {
@@ -82,24 +80,12 @@ std::optional<MlpClassifier> find_classifier(const CompareOptions& opt, int64_t 
   return std::nullopt;
 }
 
-void write_report(const CompareOptions& opt, const CompareSetup& setup, const CompareRun& run, const json& report) {
-  const fs::path out(opt.out_dir);
-  const fs::path tmp = out.string() + ".tmp." + std::to_string(::getpid());
-  const TemporaryOutput cleanup_on_signal(tmp.string());
-  fs::remove_all(tmp);
-  try {
-    fs::create_directories(tmp);
-    write_file_atomic((tmp / "report.json").string(), report.dump(2) + "\n");
-    write_file_atomic((tmp / "report.md").string(), compare_report_markdown(report));
-    write_png((tmp / "grid.png").string(), compare_grid(setup, run));
-    write_png((tmp / "step_error.png").string(), step_error_plot(report));
-    if (opt.force) fs::remove_all(out);
-    fs::rename(tmp, out);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+// Fills the staged report folder; the caller's commit() puts it in place.
+void write_report(const fs::path& folder, const CompareSetup& setup, const CompareRun& run, const json& report) {
+  write_file_atomic((folder / "report.json").string(), report.dump(2) + "\n");
+  write_file_atomic((folder / "report.md").string(), compare_report_markdown(report));
+  write_png((folder / "grid.png").string(), compare_grid(setup, run));
+  write_png((folder / "step_error.png").string(), step_error_plot(report));
 }
 
 void print_summary(std::FILE* f, const json& report, const std::string& out_dir) {
@@ -125,6 +111,13 @@ void print_summary(std::FILE* f, const json& report, const std::string& out_dir)
                  improved);
   }
   if (!report["classifier"].is_null()) {
+    bool any_label = false;
+    for (const json& m : report["modes"]) any_label = any_label || m["classifier"]["accuracy"].is_number();
+    if (!any_label)
+      std::fprintf(f, "classifier accuracy: - (no prompt has a label; end a line with label:K, the class index, "
+                      "to measure it)\n");
+  }
+  if (!report["classifier"].is_null() && report["modes"][0]["classifier"]["accuracy"].is_number()) {
     std::fprintf(f, "classifier accuracy:");
     for (const json& m : report["modes"]) {
       const json& a = m["classifier"]["accuracy"];
@@ -153,10 +146,14 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
     parse_first_last(p);
     if (!seen.insert(p).second) throw Error("compare", "--policy " + p + " is given twice");
   }
-  if (fs::exists(opt.out_dir) && !opt.force && !(fs::is_directory(opt.out_dir) && fs::is_empty(opt.out_dir)))
-    throw Error("compare", "--out " + opt.out_dir + " exists; remove it or pass --force to replace it");
-  if (!fs::is_regular_file(opt.prompts_file))
-    throw Error("compare", "--prompts " + opt.prompts_file + ": no such file");
+  // The report folder is checked now, before any sampling: --force replaces
+  // only a folder stepmix wrote (io/output_set.hpp).
+  OutputSet outputs;
+  outputs.add_input("--prompts", opt.prompts_file);
+  outputs.add_input("--model", opt.model_dir);
+  if (opt.reference_dir) outputs.add_input("--reference", *opt.reference_dir);
+  const OutputSet::Id report_folder = outputs.add_folder("--out", opt.out_dir, opt.force);
+  outputs.validate();
 
   const auto start = std::chrono::steady_clock::now();
   Model model = Model::open(opt.model_dir, opt.runtime);
@@ -284,7 +281,8 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
   if (tty) std::fprintf(stderr, "\r%60s\r", "");
 
   const json report = compare_report_json(setup, run);
-  write_report(opt, setup, run, report);
+  write_report(outputs.stage_folder(report_folder), setup, run, report);
+  outputs.commit();
   print_summary(out, report, opt.out_dir);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(out, "elapsed: %.1f s (%zu images x %zu runs)\n", seconds, images, modes.size());

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "eval/metrics.hpp"
+#include "io/file_access.hpp"
 #include "pipeline/model_setup.hpp"
 #include "stepmix/error.hpp"
 
@@ -42,8 +43,7 @@ std::string percent(const json& v) { return v.is_number() ? fixed(v.get<double>(
 }  // namespace
 
 std::vector<ComparePrompt> read_compare_prompts(const std::string& path, const PromptEncoderFn& encode) {
-  std::ifstream in(path);
-  if (!in) throw Error("compare", path + ": cannot open the prompts file");
+  std::istringstream in(read_text_file_bounded(path, kMaxTextFileBytes, "--prompts"));
   static const std::regex label_suffix(R"(^(.*\S)\s+label:(\d{1,6})$)");
   std::vector<ComparePrompt> prompts;
   std::string raw;

@@ -1,8 +1,35 @@
 #include "pipeline/denoise.hpp"
 
 #include <algorithm>
+#include <functional>
+
+#include "core/non_finite.hpp"
 
 namespace stepmix {
+namespace {
+
+// The first intermediate tensor of a forward (in the order it computes them)
+// holding NaN or an infinity: the forward is run again with every tensor
+// recorded, only after its output was found non-finite.
+std::string first_non_finite_tensor(Cosmos3Transformer& transformer, const ForwardInputs& in, ForwardOptions options,
+                                    int64_t layers) {
+  ForwardDebug debug;
+  options.debug = &debug;
+  transformer.forward(in, options);
+  std::vector<std::string> order{"und_embed"};
+  for (int64_t k = 0; k < layers; ++k) order.push_back("und_hidden." + std::to_string(k));
+  for (const char* name : {"vision_proj_in", "timestep_embed", "gen_embed"}) order.emplace_back(name);
+  for (int64_t k = 0; k < layers; ++k) order.push_back("gen_hidden." + std::to_string(k));
+  for (const char* name : {"gen_final_norm", "packed_pred"}) order.emplace_back(name);
+  for (const std::string& name : order) {
+    auto it = debug.tensors.find(name);
+    if (it != debug.tensors.end() && first_non_finite(it->second.data.data(), it->second.data.size()))
+      return name;
+  }
+  return "the read-out";
+}
+
+}  // namespace
 
 DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& scheduler, StepController& controller,
                       const DenoiseRequest& request, const SequenceSettings& settings, DenoiseObserver* observer,
@@ -36,12 +63,17 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
     cond.condition_frame_mask = uncond.condition_frame_mask = request.condition_frames;
   }
   // Velocity · (1 − mask): the transformer's read-out already leaves the
-  // conditioned frames at zero; the guided velocity is zeroed there too, so
-  // no rounding of the CFG combination can move them.
-  auto zero_conditioned = [&](std::vector<float>& v) {
-    for (int64_t f = 0; f < T; ++f)
-      if (!request.condition_frames.empty() && request.condition_frames[std::size_t(f)])
-        for (int64_t c = 0; c < C; ++c) std::fill_n(v.begin() + (c * T + f) * H * W, H * W, 0.0f);
+  // conditioned frames at zero; the guided velocity is zeroed there too. With
+  // zero velocity a deterministic step keeps a frame up to rounding (UniPC
+  // rebuilds it as (σ_t/σ_s)·x + α_t(1 − e^−h)·x), a stochastic one would
+  // re-noise it; so after every step the conditioned frames get their clean
+  // values back, as the image-to-video pipelines blend the condition in.
+  std::vector<int64_t> conditioned;
+  for (int64_t f = 0; f < int64_t(request.condition_frames.size()); ++f)
+    if (request.condition_frames[std::size_t(f)]) conditioned.push_back(f);
+  auto for_conditioned = [&](const std::function<void(int64_t offset)>& body) {
+    for (int64_t f : conditioned)
+      for (int64_t c = 0; c < C; ++c) body((c * T + f) * H * W);
   };
 
   DenoiseResult result;
@@ -59,7 +91,18 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
       in.timesteps.assign(1, float(t));
       if (observer) observer->on_pass(i, pass);
       ++result.transformer_calls;
-      return transformer.forward(in, options).data;
+      std::vector<float> v = transformer.forward(in, options).data;
+      if (first_non_finite(v.data(), v.size())) {
+        const std::string where =
+            first_non_finite_tensor(transformer, in, options, transformer.config().num_hidden_layers);
+        throw Error("generate", "step " + std::to_string(i + 1) + " of " + std::to_string(N) + " (" +
+                                    (pass == CfgPass::Conditional ? "conditional" : "unconditional") + " pass at " +
+                                    std::string(precision_trace_token(options.generation)) +
+                                    "): the velocity is not finite; the first non-finite tensor is " + where +
+                                    " (a NaN or infinity in the weights, --check-tensors finds it, or values past "
+                                    "the float range); nothing was written");
+      }
+      return v;
     };
     const std::vector<float> v_cond = run_pass(cond, CfgPass::Conditional);
     std::vector<float> v_uncond;
@@ -70,8 +113,13 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
     } else {
       std::copy(v_cond.begin(), v_cond.end(), guided.begin());
     }
-    zero_conditioned(guided);
+    for_conditioned([&](int64_t at) { std::fill_n(guided.begin() + at, H * W, 0.0f); });
     scheduler.step(guided.data(), t, latent.data(), numel);
+    for_conditioned([&](int64_t at) { std::copy_n(request.noise.begin() + at, H * W, latent.begin() + at); });
+    if (first_non_finite(latent.data(), numel))
+      throw Error("generate", "step " + std::to_string(i + 1) + " of " + std::to_string(N) +
+                                  ": the scheduler update made the latent non-finite (guidance " +
+                                  std::to_string(request.guidance) + "); nothing was written");
     if (observer) observer->on_step_end(i, v_cond, cfg ? &v_uncond : nullptr, guided, latent);
     if (cancel && cancel->load() && i + 1 < N) throw Cancelled(i + 1, N);
   }

@@ -27,8 +27,8 @@ struct DenoiseRequest {
   double guidance = 1.0;            // 1 disables CFG (one pass per iteration)
   std::vector<float> noise;         // initial latent, [1, C, T, H, W]
   // [T] or empty: 1 marks a conditioned latent frame (image-to-video): its
-  // initial latent is the clean one, the transformer treats it as clean and
-  // its velocity is zero, so the scheduler leaves it unchanged.
+  // initial latent is the clean one, the transformer treats it as clean, its
+  // velocity is zero, and it keeps its initial values through every step.
   std::vector<int64_t> condition_frames;
   ActivationDType activations = ActivationDType::F32;
 };

@@ -5,7 +5,9 @@
 #include <regex>
 #include <set>
 
+#include "io/check_tensors.hpp"
 #include "io/checkpoint.hpp"
+#include "model/checkpoint_check.hpp"
 #include "pipeline/model_setup.hpp"
 #include "quant/governed.hpp"
 #include "stepmix/model.hpp"
@@ -58,17 +60,20 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
     throw Error("quant", store.folder() + ": F8_E4M3 weights but " + dir.config_path +
                              " has no quantization_config (expected quant_method \"modelopt\", quant_algo \"FP8\")");
   check_governed_counts(policy, governed.counts, dir.transformer_dir);
+  // The checks a run makes at load time (config, every tensor bound, scale
+  // ranges, no unused tensor), then every weight scanned for NaN/Inf.
+  const CheckedCheckpoint checked = check_cosmos3_checkpoint(dir, store);
+  const CheckTensorsStats scanned = check_tensors(store);
   // The same number of steps generate would run for this model.
   const int steps = steps_option ? *steps_option : read_model_defaults(dir).steps.value_or(kDefaultSteps);
-  if (steps < 1) throw Error("inspect", "--steps: expected an integer >= 1, got " + std::to_string(steps));
+  if (steps < 1 || steps > kMaxSteps)
+    throw Error("inspect", "--steps: expected an integer in [1, " + std::to_string(kMaxSteps) + "], got " +
+                               std::to_string(steps));
   const StepPlan plan = plan_steps(policy, governed.has_fp8(), steps);
 
   InspectReport report;
   report.warnings = policy.warnings;
-  if (dir.hf_quant_config_path) {
-    const auto w = root_quant_config_warnings(read_json_file(*dir.hf_quant_config_path, "config"), *dir.hf_quant_config_path);
-    report.warnings.insert(report.warnings.end(), w.begin(), w.end());
-  }
+  report.warnings.insert(report.warnings.end(), checked.warnings.begin(), checked.warnings.end());
 
   std::set<std::string> families;
   for (const auto& name : governed.kept_16bit) families.insert(tensor_family(name));
@@ -95,6 +100,7 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
   out["plan"] = plan_json;
   out["trace"] = trace_string(plan.generation);
   out["warnings"] = report.warnings;
+  out["tensors_checked"] = {{"tensors", scanned.tensors}, {"bytes", scanned.bytes}, {"non_finite", 0}};
   report.json = out.dump(2);
 
   std::string family_list;
@@ -113,6 +119,8 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
                      std::string(precision_trace_token(plan.reasoner)).c_str());
   t += mixed_precision_log_line(policy, plan) + "\n";
   t += printf_string("steps:        %d\n", steps);
+  t += printf_string("tensors:      %lld checked, all finite (%.1f MiB)\n", (long long)scanned.tensors,
+                     double(scanned.bytes) / (1 << 20));
   t += "trace: " + trace_string(plan.generation) + "\n";
   return report;
 }

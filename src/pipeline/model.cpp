@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "io/checkpoint.hpp"
-#include "io/output_format.hpp"
+#include "core/non_finite.hpp"
+#include "io/check_tensors.hpp"
 #include "io/safetensors.hpp"
+#include "model/checkpoint_check.hpp"
 #include "model/transformer.hpp"
 #include "pipeline/denoise.hpp"
 #include "pipeline/model_setup.hpp"
@@ -25,13 +28,22 @@ struct Model::Impl {
       : dir(std::move(d)),
         options(o),
         defaults(read_model_defaults(dir)),
-        transformer(Cosmos3Transformer::load(dir, o.weight_cache, backend_for(o.device))),
+        store(TensorStore::open_folder(dir.transformer_dir)),
+        transformer(load_checked(dir, store, o)),
         sequence(read_sequence_settings(dir.config, dir.config_path)),
         encoder(dir) {}
+
+  // With ModelOptions::check_tensors every weight is scanned for NaN and
+  // infinities before the model is built.
+  static Cosmos3Transformer load_checked(const ModelDirectory& dir, const TensorStore& store, const ModelOptions& o) {
+    if (o.check_tensors) check_tensors(store);
+    return Cosmos3Transformer::load(store, dir.config, dir.config_path, o.weight_cache, backend_for(o.device));
+  }
 
   ModelDirectory dir;
   ModelOptions options;
   ModelDefaults defaults;
+  TensorStore store;
   Cosmos3Transformer transformer;
   SequenceSettings sequence;
   mutable PromptEncoder encoder;  // loads the tokenizer on first use
@@ -63,6 +75,46 @@ class CallbackObserver final : public DenoiseObserver {
   StepEvent event_;
 };
 
+// Every number of a request is finite and in a range stepmix can run, checked
+// before anything is allocated; `where` names the source of a default.
+void check_request_values(const GenerateRequest& r, int steps, double guidance, const ModelDirectory& dir) {
+  const std::string defaults = dir.model_index_path.value_or("model_index.json") + ": stepmix.";
+  if (steps < 1 || steps > kMaxSteps)
+    throw Error("generate", (r.steps ? std::string("--steps") : defaults + "num_inference_steps") +
+                                ": expected an integer in [1, " + std::to_string(kMaxSteps) + "], got " +
+                                std::to_string(steps));
+  if (!std::isfinite(guidance) || guidance < 0 || guidance > kMaxGuidance)
+    throw Error("generate", (r.guidance ? std::string("--guidance") : defaults + "guidance_scale") +
+                                ": expected a finite number in [0, " + std::to_string(int(kMaxGuidance)) + "], got " +
+                                std::to_string(guidance));
+  if (!std::isfinite(r.fps) || !(r.fps > 0) || r.fps > 1000)
+    throw Error("generate", "--fps: expected a finite number in (0, 1000], got " + std::to_string(r.fps));
+  if (r.flow_shift && (!std::isfinite(*r.flow_shift) || !(*r.flow_shift > 0) || *r.flow_shift > 1000))
+    throw Error("generate", "--flow-shift: expected a finite number in (0, 1000], got " + std::to_string(*r.flow_shift));
+  if (r.frames && (*r.frames < 1 || *r.frames > kMaxFrames))
+    throw Error("generate", "--frames: expected an integer in [1, " + std::to_string(kMaxFrames) + "], got " +
+                                std::to_string(*r.frames));
+  for (const auto& [name, v] : {std::pair{"--height", r.height}, std::pair{"--width", r.width}})
+    if (v && (*v < 1 || *v > kMaxPixels))
+      throw Error("generate", std::string(name) + ": expected an integer in [1, " + std::to_string(kMaxPixels) +
+                                  "], got " + std::to_string(*v));
+  if (r.noise)
+    if (const auto bad = first_non_finite(r.noise->data(), r.noise->size()))
+      throw Error("generate", "the initial noise holds a non-finite value at element " + std::to_string(*bad));
+}
+
+// The transformer's sequence is bounded too: more vision tokens than this is
+// refused before any buffer is sized for it.
+void check_token_count(const std::array<int64_t, 4>& shape, const Cosmos3Config& c) {
+  const int64_t p = c.latent_patch_size;
+  const int64_t tokens = shape[1] * ((shape[2] + p - 1) / p) * ((shape[3] + p - 1) / p);
+  if (tokens > kMaxVisionTokens)
+    throw Error("generate", "the latent " + std::to_string(shape[0]) + "," + std::to_string(shape[1]) + "," +
+                                std::to_string(shape[2]) + "," + std::to_string(shape[3]) + " makes " +
+                                std::to_string(tokens) + " vision tokens; stepmix runs at most " +
+                                std::to_string(kMaxVisionTokens) + " (a 720p 189-frame video is 44160)");
+}
+
 }  // namespace
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -87,7 +139,9 @@ Model Model::open(const std::string& path, const ModelOptions& options) {
   info.has_vae = impl->vae.has_value();
   info.has_tokenizer = impl->dir.tokenizer_path.has_value();
   info.warnings = impl->transformer.warnings();
-  info.warnings.insert(info.warnings.end(), policy.warnings.begin(), policy.warnings.end());
+  const std::vector<std::string> directory_warnings = model_directory_warnings(impl->dir);
+  for (const auto* more : {&policy.warnings, &directory_warnings})
+    info.warnings.insert(info.warnings.end(), more->begin(), more->end());
   info.default_height = impl->defaults.height;
   info.default_width = impl->defaults.width;
   info.default_steps = impl->defaults.steps;
@@ -116,7 +170,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   GeneratePlan p;
   p.steps = r.steps ? *r.steps : m.defaults.steps.value_or(kDefaultSteps);
   p.guidance = r.guidance ? *r.guidance : m.defaults.guidance.value_or(kDefaultGuidance);
-  if (p.steps < 1) throw Error("generate", "--steps: expected an integer >= 1, got " + std::to_string(p.steps));
+  check_request_values(r, p.steps, p.guidance, m.dir);
   p.policy = resolve_policy(m.dir.config, m.dir.config_path, r.policy);
   check_governed_counts(p.policy, m.transformer.governed_counts(), m.dir.transformer_dir);
   p.plan = plan_steps(p.policy, m.transformer.has_fp8(), p.steps);
@@ -125,6 +179,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   p.latent_shape = latent_shape_for({r.latent_shape, r.height, r.width, r.frames}, m.dir,
                                     m.transformer.config().latent_channel, m.defaults);
   const int64_t C = p.latent_shape[0], T = p.latent_shape[1];
+  check_token_count(p.latent_shape, m.transformer.config());
   p.decodes = m.vae.has_value();
   p.image_output = p.decodes || (is_pixel_space(m.dir) && (C == 1 || C == 3));
   p.fps = r.fps;
@@ -137,6 +192,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
       throw Error("generate", "--image " + *r.image + ": image-to-video needs a video of 5 or more frames (--frames), "
                               "got 1 latent frame");
     p.condition_frames[0] = 1;  // latent frame 0 depends on pixel frame 0 alone (the causal VAE)
+    m.vae->check_encode_memory(p.latent_shape);
   }
 
   const bool cfg = p.guidance != 1.0;
@@ -155,7 +211,8 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
     const EncodedPrompts e = m.encoder.encode_pair(
         r.prompt_ids ? std::nullopt : r.prompt, r.negative_prompt.value_or(""), uncond_from_text,
         prompt_geometry_for({r.latent_shape, r.height, r.width, r.frames}, p.latent_shape, m.dir, r.fps,
-                            r.use_system_prompt));
+                            r.use_system_prompt),
+        &p.warnings);
     p.cond_ids = e.cond;
     p.uncond_ids = e.uncond;
     p.cond_rendered_bytes = e.cond_rendered_bytes;
@@ -164,7 +221,9 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   if (r.prompt_ids) p.cond_ids = *r.prompt_ids;
   if (cfg && r.negative_prompt_ids) p.uncond_ids = *r.negative_prompt_ids;
 
-  auto scheduler = sched::make_scheduler(m.scheduler_config(r, p.latent_shape[1]));
+  const sched::SchedulerConfig scheduler_config = m.scheduler_config(r, p.latent_shape[1]);
+  p.notes.insert(p.notes.end(), scheduler_config.notes.begin(), scheduler_config.notes.end());
+  auto scheduler = sched::make_scheduler(scheduler_config);
   scheduler->set_timesteps(p.steps);
   p.scheduler = scheduler->name();
   p.timesteps = scheduler->timesteps();
@@ -187,7 +246,8 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
   request.fps = r.fps;
   request.guidance = p.guidance;
   request.activations = m.options.activations;
-  request.noise = r.noise ? *r.noise : NormalGenerator(r.seed).normals(std::size_t(C * T * H * W));
+  auto generator = std::make_shared<NormalGenerator>(r.seed);
+  request.noise = r.noise ? *r.noise : generator->normals(std::size_t(C * T * H * W));
   request.condition_frames = p.condition_frames;
   if (r.image) {
     // The clean latent of the image replaces the noise of frame 0.
@@ -198,6 +258,7 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
   }
 
   auto scheduler = sched::make_scheduler(m.scheduler_config(r, T));
+  draw_step_noise_from(*scheduler, generator);
   StepController controller(p.plan);
   CallbackObserver observer(callbacks);
   const auto start = std::chrono::steady_clock::now();
@@ -229,6 +290,14 @@ int64_t Model::weight_bytes_resident() const {
   return mapped_resident_bytes(impl_->dir.transformer_dir) + weight_cache_bytes();
 }
 
+std::vector<std::string> Model::weight_files() const {
+  std::vector<std::string> files;
+  for (const auto& f : impl_->store.files()) files.push_back(f->path());
+  return files;
+}
+
+const VaeStage* vae_stage_of(const Model& model) { return model.impl_->vae ? &*model.impl_->vae : nullptr; }
+
 int64_t Model::weight_cache_bytes() const { return int64_t(impl_->transformer.weight_cache_bytes()); }
 
 std::vector<NamedTensor> Model::forward_file(const std::string& inputs_path,
@@ -252,74 +321,6 @@ std::vector<NamedTensor> Model::forward_file(const std::string& inputs_path,
   std::vector<NamedTensor> out{{"velocity", std::move(velocity.shape), std::move(velocity.data)}};
   for (auto& [name, tensor] : debug.tensors) out.push_back({name, std::move(tensor.shape), std::move(tensor.data)});
   return out;
-}
-
-namespace {
-
-struct DeclaredOutputs {
-  vae::DecodeOutputs decode;
-  vae::DecodeOutputIds ids;
-  std::optional<OutputSet::Id> latents;
-};
-
-// Every output of `paths` in `set`, each with the format its option takes.
-DeclaredOutputs declare_outputs(OutputSet& set, const GeneratePlan& plan, const OutputPaths& paths) {
-  DeclaredOutputs d;
-  // The extensions --out takes on this model, so the message lists them all.
-  if (paths.image && plan.decodes &&
-      output_format_for(*paths.image, "--out", {OutputFormat::Png, OutputFormat::Mp4}) != OutputFormat::Png)
-    throw Error("generate", "--out " + *paths.image + ": a picture output must be .png (a video is OutputPaths::video)");
-  if (paths.image && !plan.decodes) output_format_for(*paths.image, "--out", {OutputFormat::Png});
-  if (paths.video) output_format_for(*paths.video, "--out", {OutputFormat::Mp4});
-  if (paths.latents) output_format_for(*paths.latents, "--save-latents", {OutputFormat::Safetensors});
-  d.decode.image = paths.image;
-  d.decode.video = paths.video;
-  d.decode.frames_dir = paths.frames_dir;
-  d.decode.fps = plan.fps;
-  d.ids = vae::declare_decode_outputs(set, d.decode, "--out");
-  if (paths.latents) d.latents = set.add_file("--save-latents", *paths.latents);
-  return d;
-}
-
-}  // namespace
-
-void Model::check_outputs(const GeneratePlan& plan, const OutputPaths& paths) const {
-  const Impl& m = *impl_;
-  if (!m.vae) {
-    if (paths.video || paths.frames_dir)
-      throw Error("generate", (paths.video ? "--out " + *paths.video : "--frames-dir " + *paths.frames_dir) +
-                                  ": video needs a model with vae/ to decode the latent; " + m.dir.root + " has none");
-    if (paths.image && !plan.image_output)
-      throw Error("generate", "--out " + *paths.image + ": this model's latent is not an image (it has no vae/)");
-  }
-  OutputSet set;
-  declare_outputs(set, plan, paths);
-  set.validate();
-  const bool decode = paths.image || paths.video || paths.frames_dir;
-  const bool conditioned = std::find(plan.condition_frames.begin(), plan.condition_frames.end(), 1) !=
-                           plan.condition_frames.end();
-  if (m.vae && (decode || conditioned))
-    m.vae->check_memory(plan.latent_shape, paths.image.has_value(), conditioned);
-}
-
-void Model::write_outputs(const GenerateResult& result, const OutputPaths& paths,
-                          const std::function<void(int64_t, int64_t)>& on_decode) const {
-  const Impl& m = *impl_;
-  if (!m.vae) {
-    check_outputs(result.plan, paths);
-    stepmix::write_outputs(result, paths);
-    return;
-  }
-  OutputSet set;
-  const DeclaredOutputs d = declare_outputs(set, result.plan, paths);
-  set.validate();
-  if (paths.image || paths.video || paths.frames_dir)
-    m.vae->decode_and_stage(result.latent, result.plan.latent_shape, d.decode, d.ids, set, on_decode);
-  if (d.latents) {
-    const auto [C, T, H, W] = result.plan.latent_shape;
-    set.stage_file(*d.latents, encode_safetensors(*paths.latents, {make_tensor_f32("latent", {1, C, T, H, W}, result.latent)}));
-  }
-  set.commit();
 }
 
 }  // namespace stepmix

@@ -1,5 +1,6 @@
 #include "pipeline/model_setup.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -11,23 +12,37 @@ using json = nlohmann::json;
 
 ModelDefaults read_model_defaults(const ModelDirectory& dir) {
   ModelDefaults d;
+  if (dir.model_index.is_object() && dir.model_index.contains("use_native_flow_schedule")) {
+    const json& v = dir.model_index["use_native_flow_schedule"];
+    if (!v.is_boolean())
+      throw Error("config", dir.model_index_path.value_or("model_index.json") +
+                                ": use_native_flow_schedule: expected true or false, got " + v.dump());
+    d.native_flow_schedule = v.get<bool>();
+  }
   if (!dir.model_index.is_object() || !dir.model_index.contains("stepmix")) return d;
   const json& s = dir.model_index["stepmix"];
   const std::string where = dir.model_index_path.value_or("model_index.json") + ": stepmix.";
   if (!s.is_object()) throw Error("config", where.substr(0, where.size() - 1) + ": expected an object");
-  auto int_key = [&](const char* key, std::optional<int>& out) {
+  // Defaults obey the limits of a request (stepmix/model.hpp).
+  auto int_key = [&](const char* key, int64_t max, std::optional<int>& out) {
     if (!s.contains(key)) return;
-    if (!s[key].is_number_integer() || s[key].get<int64_t>() < 1 || s[key].get<int64_t>() > 1 << 20)
-      throw Error("config", where + key + ": expected a positive integer, got " + s[key].dump());
-    out = s[key].get<int>();
+    const json& v = s[key];
+    const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() >= 1 && v.get<uint64_t>() <= uint64_t(max)
+                          : v.is_number_integer() ? v.get<int64_t>() >= 1 && v.get<int64_t>() <= max
+                                                  : false;
+    if (!in_range)
+      throw Error("config", where + key + ": expected an integer in [1, " + std::to_string(max) + "], got " + v.dump());
+    out = v.get<int>();
   };
-  int_key("height", d.height);
-  int_key("width", d.width);
-  int_key("num_inference_steps", d.steps);
+  int_key("height", kMaxPixels, d.height);
+  int_key("width", kMaxPixels, d.width);
+  int_key("num_inference_steps", kMaxSteps, d.steps);
   if (s.contains("guidance_scale")) {
-    if (!s["guidance_scale"].is_number() || s["guidance_scale"].is_boolean())
-      throw Error("config", where + "guidance_scale: expected a number, got " + s["guidance_scale"].dump());
-    d.guidance = s["guidance_scale"].get<double>();
+    const json& v = s["guidance_scale"];
+    if (!v.is_number() || v.is_boolean() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 ||
+        v.get<double>() > kMaxGuidance)
+      throw Error("config", where + "guidance_scale: expected a finite number in [0, 100], got " + v.dump());
+    d.guidance = v.get<double>();
   }
   return d;
 }
@@ -115,6 +130,7 @@ sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const Mod
       throw Error("generate", "--scheduler: expected unipc or euler, got '" + *r.kind + "'");
   }
   if (o.kind.value_or(config.kind) == sched::SchedulerKind::unipc_multistep) o.use_karras_sigmas = false;
+  o.native_flow_grid = read_model_defaults(dir).native_flow_schedule;
   o.flow_shift = r.flow_shift;
   sched::apply_overrides(config, o);
   return config;
@@ -159,19 +175,35 @@ text::Cosmos3PromptRequest prompt_request(const std::string& prompt, const std::
 
 }  // namespace
 
-std::vector<int64_t> PromptEncoder::encode(const std::string& text, const PromptGeometry& geometry) {
+std::vector<int64_t> PromptEncoder::plain_prefix(const std::string& text, const char* which,
+                                                 std::vector<std::string>* warnings) {
+  std::vector<std::string> unknown;
+  std::vector<int64_t> ids = model().understanding_prefix(text, warnings ? &unknown : nullptr);
+  for (const std::string& word : unknown) {
+    std::string nearest;
+    for (const std::string& w : model().tokenizer().nearest_words(word, 3)) nearest += (nearest.empty() ? "" : ", ") + w;
+    warnings->push_back(std::string(which) + " word \"" + word + "\" is not in the vocabulary of " +
+                        *dir_.tokenizer_path + " and reads as its unknown token, like any unknown word; nearest: " +
+                        nearest);
+  }
+  return ids;
+}
+
+std::vector<int64_t> PromptEncoder::encode(const std::string& text, const PromptGeometry& geometry,
+                                           std::vector<std::string>* warnings) {
   const text::PromptModel& m = model();
-  if (!m.is_cosmos3_chat()) return m.understanding_prefix(text);
+  if (!m.is_cosmos3_chat()) return plain_prefix(text, "prompt", warnings);
   return m.build(prompt_request(text, "", geometry)).positive_ids;
 }
 
 EncodedPrompts PromptEncoder::encode_pair(const std::optional<std::string>& prompt, const std::string& negative,
-                                          bool with_uncond, const PromptGeometry& geometry) {
+                                          bool with_uncond, const PromptGeometry& geometry,
+                                          std::vector<std::string>* warnings) {
   const text::PromptModel& m = model();
   EncodedPrompts e;
   if (!m.is_cosmos3_chat()) {
-    if (prompt) e.cond = m.understanding_prefix(*prompt);
-    if (with_uncond) e.uncond = m.understanding_prefix(negative);
+    if (prompt) e.cond = plain_prefix(*prompt, "prompt", warnings);
+    if (with_uncond) e.uncond = plain_prefix(negative, "negative prompt", warnings);
     return e;
   }
   // The negative prefix does not depend on the positive text.

@@ -23,6 +23,7 @@ namespace stepmix {
 struct ModelDefaults {
   std::optional<int> height, width, steps;
   std::optional<double> guidance;
+  bool native_flow_schedule = false;  // the pipeline's use_native_flow_schedule
 };
 ModelDefaults read_model_defaults(const ModelDirectory& dir);
 
@@ -80,15 +81,20 @@ class PromptEncoder {
   explicit PromptEncoder(const ModelDirectory& dir) : dir_(dir) {}
   bool has_tokenizer() const { return dir_.tokenizer_path.has_value(); }
 
-  // The conditional prefix of one prompt.
-  std::vector<int64_t> encode(const std::string& text, const PromptGeometry& geometry);
+  // The conditional prefix of one prompt. A word a WordLevel vocabulary does
+  // not know reads as its unk token, like any other unknown word: with
+  // `warnings`, one line per such word names it and the nearest entries.
+  std::vector<int64_t> encode(const std::string& text, const PromptGeometry& geometry,
+                              std::vector<std::string>* warnings = nullptr);
   // Both prefixes of a CFG run: `prompt` unset when the conditional prefix is
   // given as ids (only the unconditional one is built then).
   EncodedPrompts encode_pair(const std::optional<std::string>& prompt, const std::string& negative_prompt,
-                             bool with_uncond, const PromptGeometry& geometry);
+                             bool with_uncond, const PromptGeometry& geometry,
+                             std::vector<std::string>* warnings = nullptr);
 
  private:
   text::PromptModel& model();
+  std::vector<int64_t> plain_prefix(const std::string& text, const char* which, std::vector<std::string>* warnings);
 
   const ModelDirectory& dir_;
   std::optional<text::PromptModel> model_;

@@ -1,6 +1,9 @@
 #include "pipeline/noise.hpp"
 
 #include <cmath>
+#include <span>
+
+#include "sched/flow_match_euler.hpp"
 #include <numbers>
 
 namespace stepmix {
@@ -51,6 +54,14 @@ std::vector<float> NormalGenerator::normals(std::size_t n) {
   std::vector<float> out(n);
   for (auto& v : out) v = next_normal();
   return out;
+}
+
+void draw_step_noise_from(sched::Scheduler& scheduler, std::shared_ptr<NormalGenerator> generator) {
+  auto* flow_match = dynamic_cast<sched::FlowMatchEulerDiscreteScheduler*>(&scheduler);
+  if (!flow_match) return;
+  flow_match->set_noise_source([generator = std::move(generator)](int, std::span<float> out) {
+    for (float& v : out) v = generator->next_normal();
+  });
 }
 
 }  // namespace stepmix

@@ -6,9 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace stepmix {
+namespace sched {
+class Scheduler;
+}
 
 class NormalGenerator {
  public:
@@ -23,5 +27,11 @@ class NormalGenerator {
   bool has_spare_ = false;
   double spare_ = 0;
 };
+
+// A scheduler that draws fresh noise on every step (FlowMatch Euler's
+// stochastic mode, the distilled builds) takes it from `generator`, which
+// continues the stream the initial noise came from: one seed, one run.
+// Other schedulers are left as they are.
+void draw_step_noise_from(sched::Scheduler& scheduler, std::shared_ptr<NormalGenerator> generator);
 
 }  // namespace stepmix

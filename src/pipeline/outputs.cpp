@@ -1,12 +1,20 @@
-// Writing a generation's outputs and reading an initial-noise file
-// (include/stepmix/model.hpp).
+// The outputs of a generation (include/stepmix/model.hpp): declared and
+// checked before sampling, decoded by the model's VAE where it has one,
+// encoded, staged and committed together; and reading an initial-noise file.
 #include <filesystem>
 
+#include "core/non_finite.hpp"
+#include "io/output_format.hpp"
+#include "io/output_set.hpp"
 #include "io/png.hpp"
+#include "io/png_metadata.hpp"
 #include "io/safetensors.hpp"
+#include "pipeline/vae_stage.hpp"
 #include "stepmix/model.hpp"
 
 namespace stepmix {
+namespace fs = std::filesystem;
+
 namespace {
 
 // [1, C, T, H, W] with C = 1 or 3 → one image, frames side by side.
@@ -24,29 +32,157 @@ Image8 latent_to_image(const std::vector<float>& latent, const std::array<int64_
   return img;
 }
 
-}  // namespace
-
-void write_outputs(const GenerateResult& result, const OutputPaths& paths) {
-  const auto [C, T, H, W] = result.plan.latent_shape;
-  if (paths.video || paths.frames_dir)
-    throw Error("generate", (paths.video ? *paths.video : *paths.frames_dir) +
-                                ": video needs the model's VAE: write it with Model::write_outputs");
-  if (paths.image) {
-    if (!result.plan.image_output)
-      throw Error("generate", *paths.image + ": this model's latent is not an image (it needs a VAE decoder)");
-    write_png(*paths.image, latent_to_image(result.latent, result.plan.latent_shape));
-  }
-  if (paths.latents) write_safetensors(*paths.latents, {make_tensor_f32("latent", {1, C, T, H, W}, result.latent)});
+std::string sampler_name(const std::string& scheduler) {
+  if (scheduler.rfind("UniPC", 0) == 0) return "UniPC";
+  if (scheduler.rfind("FlowMatchEuler", 0) == 0) return "Euler";
+  return scheduler;
 }
 
-std::vector<float> read_noise_file(const std::string& path, const std::array<int64_t, 4>& shape) {
-  const auto [C, T, H, W] = shape;
-  const auto f = SafetensorsFile::open(path);
-  const TensorView& noise = f->get("noise");
-  if (noise.dtype != DType::F32 || noise.shape != std::vector<int64_t>{1, C, T, H, W})
-    throw Error("generate", path + ": tensor 'noise' must be F32 " + shape_to_string({1, C, T, H, W}) + ", got " +
-                                std::string(dtype_name(noise.dtype)) + " " + shape_to_string(noise.shape));
-  return std::vector<float>(noise.as<float>(), noise.as<float>() + noise.numel());
+}  // namespace
+
+struct GenerationOutputs::Impl {
+  OutputSet set;
+  std::optional<std::string> image, video, frames_dir, latents;
+  OutputSet::Id image_id = 0, latents_id = 0;
+  vae::DecodeOutputIds decode_ids;  // image, video and frames when the model decodes
+  GeneratePlan plan;
+  ModelOptions options;
+  const VaeStage* vae = nullptr;
+};
+
+GenerationOutputs::GenerationOutputs(const Model& model, const GeneratePlan& plan, const OutputRequest& request,
+                                     const std::vector<std::string>& inputs)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.plan = plan;
+  m.options = model.options();
+  for (const std::string& f : model.weight_files()) m.set.add_input("the checkpoint's", f);
+  for (const std::string& f : inputs) m.set.add_input("input", f);
+  // What the paths are is checked first (a FIFO or a folder is refused as
+  // such), then what their extensions ask for. A character device (/dev/null)
+  // takes the option's format whatever its name.
+  const std::optional<OutputSet::Id> out_id =
+      request.out ? std::optional(m.set.add_file("--out", *request.out)) : std::nullopt;
+  const std::optional<OutputSet::Id> latents_id =
+      request.save_latents ? std::optional(m.set.add_file("--save-latents", *request.save_latents)) : std::nullopt;
+  m.vae = vae_stage_of(model);
+  if (request.frames_dir) {
+    if (!m.vae)
+      throw Error("output", "--frames-dir " + *request.frames_dir + ": frames are decoded by the model's vae/, and " +
+                                model.info().path + " has none");
+    m.frames_dir = request.frames_dir;
+    m.decode_ids.frames_dir = m.set.add_folder("--frames-dir", *request.frames_dir, false);
+  }
+  m.set.validate();
+  const auto format_of = [](const std::string& path, const char* option, OutputFormat device_format,
+                            std::initializer_list<OutputFormat> accepted) {
+    std::error_code ec;
+    if (fs::is_character_file(path, ec)) return device_format;
+    return output_format_for(path, option, accepted);
+  };
+  if (request.out) {
+    const OutputFormat format =
+        format_of(*request.out, "--out", plan.image_output ? OutputFormat::Png : OutputFormat::Safetensors,
+                  {OutputFormat::Png, OutputFormat::Mp4, OutputFormat::Safetensors});
+    if (format == OutputFormat::Mp4) {
+      if (!m.vae)
+        throw Error("output", "--out " + *request.out + ": video is decoded by the model's vae/, and " +
+                                  model.info().path + " has none; write the latent with --out FILE.safetensors");
+      m.video = request.out;
+      m.decode_ids.video = *out_id;
+    } else if (format == OutputFormat::Png) {
+      if (!plan.image_output)
+        throw Error("output", "--out " + *request.out + ": this model's latent is not a picture (" +
+                                  std::to_string(plan.latent_shape[0]) +
+                                  " channels, no VAE decoder in stepmix); write the latent with --out FILE.safetensors");
+      m.image = request.out;
+      m.image_id = *out_id;
+      if (m.vae) m.decode_ids.image = *out_id;
+    } else {
+      m.latents = request.out;
+      m.latents_id = *out_id;
+    }
+  }
+  if (request.save_latents) {
+    format_of(*request.save_latents, "--save-latents", OutputFormat::Safetensors, {OutputFormat::Safetensors});
+    if (m.latents)
+      throw Error("output", "--save-latents " + *request.save_latents + ": --out " + *m.latents +
+                                " writes the latent already; give one of them");
+    m.latents = request.save_latents;
+    m.latents_id = *latents_id;
+  }
+  if (m.vae && (m.image || m.video || m.frames_dir)) m.vae->check_decode_memory(plan.latent_shape, m.image.has_value());
+}
+
+GenerationOutputs::~GenerationOutputs() = default;
+GenerationOutputs::GenerationOutputs(GenerationOutputs&&) noexcept = default;
+GenerationOutputs& GenerationOutputs::operator=(GenerationOutputs&&) noexcept = default;
+
+const std::optional<std::string>& GenerationOutputs::image() const { return impl_->image; }
+const std::optional<std::string>& GenerationOutputs::video() const { return impl_->video; }
+const std::optional<std::string>& GenerationOutputs::frames_dir() const { return impl_->frames_dir; }
+const std::optional<std::string>& GenerationOutputs::latents() const { return impl_->latents; }
+
+void GenerationOutputs::write(const GenerateResult& result, const OutputMetadata& meta,
+                              const std::function<void(int64_t, int64_t)>& on_decode) {
+  Impl& m = *impl_;
+  const auto [C, T, H, W] = result.plan.latent_shape;
+  if (const auto bad = first_non_finite(result.latent.data(), result.latent.size()))
+    throw Error("generate", "the final latent holds a non-finite value at element " + std::to_string(*bad) +
+                                "; nothing was written");
+  vae::DecodeOutputs decode;
+  if (m.image) {
+    GenerationParameters p;
+    p.prompt = meta.prompt;
+    p.negative_prompt = meta.negative_prompt;
+    p.steps = result.plan.steps;
+    p.sampler = sampler_name(result.plan.scheduler);
+    p.cfg_scale = result.plan.guidance;
+    p.seed = meta.seed;
+    // The picture's pixel size: the latent's, or the decoded frames'.
+    const int64_t sf = m.vae ? m.vae->sizes().config().spatial_factor() : 1;
+    const int64_t frames = m.vae ? m.vae->sizes().config().pixel_frames(T) : T;
+    p.width = W * sf * frames;
+    p.height = H * sf;
+    p.model = fs::path(meta.model).lexically_normal().parent_path().filename().string();
+    if (const std::string last = fs::path(meta.model).lexically_normal().filename().string(); !last.empty()) p.model = last;
+    StepmixImageInfo info;
+    info.trace = trace_string(result.trace);
+    info.policy_source = result.plan.policy.source;
+    info.activations = std::string(activation_dtype_name(m.options.activations));
+    info.extra = {{"reasoner", std::string(precision_json_name(result.reasoner))},
+                  {"scheduler", result.plan.scheduler},
+                  {"latent_shape", {1, C, T, H, W}},
+                  {"model_path", meta.model},
+                  {"prompt_ids", result.plan.cond_ids.size()},
+                  {"negative_prompt_ids", result.plan.uncond_ids.size()}};
+    // The chat-templated texts' lengths, where a template rendered them.
+    if (result.plan.cond_rendered_bytes) info.extra["prompt_rendered_bytes"] = *result.plan.cond_rendered_bytes;
+    if (result.plan.uncond_rendered_bytes)
+      info.extra["negative_prompt_rendered_bytes"] = *result.plan.uncond_rendered_bytes;
+    if (m.vae)
+      decode.image_text = generation_png_text(p, info);
+    else
+      m.set.stage_file(m.image_id, encode_png(*m.image, latent_to_image(result.latent, result.plan.latent_shape),
+                                              generation_png_text(p, info)));
+  }
+  if (m.vae && (m.image || m.video || m.frames_dir)) {
+    decode.image = m.image;
+    decode.video = m.video;
+    decode.frames_dir = m.frames_dir;
+    decode.fps = result.plan.fps;
+    m.vae->decode_and_stage(result.latent, result.plan.latent_shape, decode, m.decode_ids, m.set, on_decode);
+  }
+  if (m.latents)
+    m.set.stage_file(m.latents_id,
+                     encode_safetensors(*m.latents, {make_tensor_f32("latent", {1, C, T, H, W}, result.latent)}));
+  m.set.commit();
+}
+
+std::vector<std::pair<std::string, std::string>> read_png_metadata(const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const PngText& t : read_png_text(path)) out.emplace_back(t.keyword, t.text);
+  return out;
 }
 
 void write_tensors(const std::string& path, const std::vector<NamedTensor>& tensors) {
@@ -57,5 +193,19 @@ void write_tensors(const std::string& path, const std::vector<NamedTensor>& tens
 }
 
 std::string shape_string(const std::vector<int64_t>& shape) { return shape_to_string(shape); }
+
+std::vector<float> read_noise_file(const std::string& path, const std::array<int64_t, 4>& shape) {
+  const auto [C, T, H, W] = shape;
+  const auto f = SafetensorsFile::open(path);
+  const TensorView& noise = f->get("noise");
+  if (noise.dtype != DType::F32 || noise.shape != std::vector<int64_t>{1, C, T, H, W})
+    throw Error("generate", path + ": tensor 'noise' must be F32 " + shape_to_string({1, C, T, H, W}) + ", got " +
+                                std::string(dtype_name(noise.dtype)) + " " + shape_to_string(noise.shape));
+  std::vector<float> values(noise.as<float>(), noise.as<float>() + noise.numel());
+  if (const auto bad = first_non_finite(values.data(), values.size()))
+    throw Error("generate", path + ": tensor 'noise' holds a non-finite value at element " + std::to_string(*bad) +
+                                " (expected finite normal samples)");
+  return values;
+}
 
 }  // namespace stepmix

@@ -7,11 +7,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "core/numerics.hpp"
 #include "io/checkpoint.hpp"
 #include "io/safetensors.hpp"
-#include "io/temporary_outputs.hpp"
+#include "io/file_access.hpp"
+#include "io/output_set.hpp"
+#include "quant/scale_bounds.hpp"
 #include "model/transformer.hpp"
 #include "pipeline/denoise.hpp"
 #include "pipeline/model_setup.hpp"
@@ -95,7 +98,9 @@ std::map<std::string, float> calibrate(Cosmos3Transformer& transformer, const Mo
       request.latent_shape = c.latent_shape;
       request.fps = c.fps;
       request.guidance = c.guidance;
-      request.noise = NormalGenerator(uint64_t(seed)).normals(std::size_t(C * T * H * W));
+      auto generator = std::make_shared<NormalGenerator>(uint64_t(seed));
+      request.noise = generator->normals(std::size_t(C * T * H * W));
+      draw_step_noise_from(*scheduler, generator);
       calls += denoise(transformer, *scheduler, controller, request, sequence).transformer_calls;
     }
   }
@@ -133,6 +138,12 @@ void copy_model_tree(const fs::path& from, const fs::path& to, const fs::path& s
 QuantizeReport quantize_checkpoint(const QuantizeSettings& s) {
   if (fs::exists(s.out_dir)) throw Error("quantize", s.out_dir + ": already exists; choose a new output directory");
   const ModelDirectory dir = ModelDirectory::open(s.model_dir);
+  // The output folder is checked before hours of calibration, staged under a
+  // temporary name and renamed into place when complete.
+  OutputSet outputs;
+  outputs.add_input("--model", dir.root);
+  const OutputSet::Id folder = outputs.add_folder("--out", s.out_dir, false);
+  outputs.validate();
   if (dir.transformer_dir == dir.root)
     throw Error("quantize", s.model_dir + ": expected a Diffusers model directory (with transformer/)");
   if (dir.config.contains("quantization_config") && !dir.config["quantization_config"].is_null())
@@ -165,37 +176,32 @@ QuantizeReport quantize_checkpoint(const QuantizeSettings& s) {
                                   " during calibration; an input_scale needs finite non-zero activations");
     auto [codes, weight_scale] = quantize_weight(t, report.weight_amax[module]);
     const float input_scale = x_amax / kE4M3Max;
+    for (const auto& [what, v] : {std::pair{"weight_scale", weight_scale}, std::pair{"input_scale", input_scale}})
+      if (const auto problem = fp8_scale_problem(v))
+        throw Error("quantize", "Linear '" + module + "': the calibrated " + what + " " + *problem +
+                                    "; nothing was written");
     tensors.push_back(make_tensor_raw(name, DType::F8_E4M3, t.shape, codes.data(), codes.size()));
     tensors.push_back(make_tensor_raw(module + ".weight_scale", DType::F32, {}, &weight_scale, sizeof(float)));
     tensors.push_back(make_tensor_raw(module + ".input_scale", DType::F32, {}, &input_scale, sizeof(float)));
   }
 
-  // Write everything under a temporary directory, then rename it into place.
-  const fs::path out(s.out_dir);
-  const fs::path tmp = out.string() + ".tmp." + std::to_string(::getpid());
-  const TemporaryOutput cleanup_on_signal(tmp.string());
-  fs::remove_all(tmp);
-  try {
-    fs::create_directories(tmp / "transformer");
-    copy_model_tree(dir.root, tmp, fs::path(dir.transformer_dir));
-    for (const auto& entry : fs::directory_iterator(dir.transformer_dir)) {
-      const std::string f = entry.path().filename().string();
-      if (f == "config.json" || f.ends_with(".safetensors") || f.ends_with(".safetensors.index.json")) continue;
-      fs::copy(entry.path(), tmp / "transformer" / f, fs::copy_options::recursive);
-    }
-    json config = dir.config;
-    config["quantization_config"] = modelopt_fp8_quantization_config(s.policy, true);
-    write_file_atomic((tmp / "transformer" / "config.json").string(), config.dump(2) + "\n");
-    write_file_atomic((tmp / "hf_quant_config.json").string(),
-                      modelopt_fp8_quantization_config(s.policy, false).dump(2) + "\n");
-    write_safetensors((tmp / "transformer" / "diffusion_pytorch_model.safetensors").string(), tensors,
-                      {{"format", "pt"}});
-    fs::rename(tmp, out);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
+  // Everything goes into the staged folder; commit() renames it into place.
+  const fs::path tmp = outputs.stage_folder(folder);
+  fs::create_directories(tmp / "transformer");
+  copy_model_tree(dir.root, tmp, fs::path(dir.transformer_dir));
+  for (const auto& entry : fs::directory_iterator(dir.transformer_dir)) {
+    const std::string f = entry.path().filename().string();
+    if (f == "config.json" || f.ends_with(".safetensors") || f.ends_with(".safetensors.index.json")) continue;
+    fs::copy(entry.path(), tmp / "transformer" / f, fs::copy_options::recursive);
   }
+  json config = dir.config;
+  config["quantization_config"] = modelopt_fp8_quantization_config(s.policy, true);
+  write_file_atomic((tmp / "transformer" / "config.json").string(), config.dump(2) + "\n");
+  write_file_atomic((tmp / "hf_quant_config.json").string(),
+                    modelopt_fp8_quantization_config(s.policy, false).dump(2) + "\n");
+  write_safetensors((tmp / "transformer" / "diffusion_pytorch_model.safetensors").string(), tensors,
+                    {{"format", "pt"}});
+  outputs.commit();
   return report;
 }
 
@@ -205,8 +211,7 @@ namespace {
 // lines and lines starting with '#' are skipped.
 std::vector<std::vector<int64_t>> read_calibration_prompts(const std::string& path, PromptEncoder& encoder,
                                                            const PromptGeometry& geometry) {
-  std::ifstream in(path);
-  if (!in) throw Error("quantize", path + ": cannot open");
+  std::istringstream in(read_text_file_bounded(path, kMaxTextFileBytes, "--calib-prompts"));
   std::vector<std::vector<int64_t>> prompts;
   std::string line;
   while (std::getline(in, line)) {
@@ -237,6 +242,13 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
   c.seeds = opt.calib_seeds;
   c.steps = r.steps ? *r.steps : defaults.steps.value_or(kCalibrationSteps);
   c.guidance = r.guidance ? *r.guidance : defaults.guidance.value_or(kCalibrationGuidance);
+  if (c.seeds < 1 || c.seeds > 10000)
+    throw Error("quantize", "--calib-seeds: expected an integer in [1, 10000], got " + std::to_string(c.seeds));
+  if (c.steps < 1 || c.steps > kMaxSteps)
+    throw Error("quantize", "--steps: expected an integer in [1, " + std::to_string(kMaxSteps) + "], got " +
+                                std::to_string(c.steps));
+  if (!std::isfinite(c.guidance) || c.guidance < 0 || c.guidance > kMaxGuidance)
+    throw Error("quantize", "--guidance: expected a finite number in [0, 100], got " + std::to_string(c.guidance));
   c.fps = r.fps;
   c.scheduler_config = r.scheduler_config;
   const int64_t channels = parse_cosmos3_config(dir.config, dir.config_path).config.latent_channel;

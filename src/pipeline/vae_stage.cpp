@@ -54,14 +54,18 @@ std::vector<float> VaeStage::encode_condition_image(const std::string& image_pat
   return e.latent;  // [1, C, 1, h, w]: frame 0 in the [C][h][w] order
 }
 
-void VaeStage::check_memory(const std::array<int64_t, 4>& shape, bool collect, bool encode_image) const {
+void VaeStage::check_decode_memory(const std::array<int64_t, 4>& shape, bool collect) const {
   const auto [C, T, h, w] = shape;
-  const std::size_t limit = vae::available_memory_bytes().value_or(SIZE_MAX);
   const int64_t sf = sizes_.config().spatial_factor();
-  const std::string size = std::to_string(h * sf) + "x" + std::to_string(w * sf);
-  vae::check_memory(sizes_.estimate_decode(T, h, w, collect), limit,
-                    "decoding " + std::to_string(sizes_.config().pixel_frames(T)) + " frames of " + size);
-  if (encode_image) vae::check_memory(sizes_.estimate_encode(1, h * sf, w * sf), limit, "encoding a " + size + " image");
+  vae::check_memory(sizes_.estimate_decode(T, h, w, collect), vae::available_memory_bytes().value_or(SIZE_MAX),
+                    "decoding " + std::to_string(sizes_.config().pixel_frames(T)) + " frames of " +
+                        std::to_string(h * sf) + "x" + std::to_string(w * sf));
+}
+
+void VaeStage::check_encode_memory(const std::array<int64_t, 4>& shape) const {
+  const int64_t sf = sizes_.config().spatial_factor(), H = shape[2] * sf, W = shape[3] * sf;
+  vae::check_memory(sizes_.estimate_encode(1, H, W), vae::available_memory_bytes().value_or(SIZE_MAX),
+                    "encoding a " + std::to_string(H) + "x" + std::to_string(W) + " image");
 }
 
 void VaeStage::decode_and_stage(const std::vector<float>& latent, const std::array<int64_t, 4>& shape,

@@ -21,6 +21,10 @@ namespace stepmix {
 // root/vae when the model folder has one.
 std::optional<std::string> vae_folder_of(const ModelDirectory& dir);
 
+class VaeStage;
+// The VAE of an opened model; null without vae/ (src/pipeline/model.cpp).
+const VaeStage* vae_stage_of(const Model& model);
+
 class VaeStage {
  public:
   // Reads vae/config.json and the weight headers only; checks that the
@@ -34,10 +38,11 @@ class VaeStage {
   // sees latents. Loads the encoder on first use.
   std::vector<float> encode_condition_image(const std::string& image_path, int64_t height, int64_t width) const;
 
-  // Throws when decoding `latent_shape` {C, T, h, w} (collecting the whole
-  // clip when `collect`) or encoding a height × width image would need more
-  // than the memory available.
-  void check_memory(const std::array<int64_t, 4>& latent_shape, bool collect, bool encode_image) const;
+  // Throw when decoding `latent_shape` {C, T, h, w} (collecting the whole
+  // clip when `collect`), or encoding the image of its frame 0, would need
+  // more than the memory available.
+  void check_decode_memory(const std::array<int64_t, 4>& latent_shape, bool collect) const;
+  void check_encode_memory(const std::array<int64_t, 4>& latent_shape) const;
 
   // Decodes `latent` [1, C, T, h, w] once into every output declared in
   // `ids` of `set` (validated by the caller); the caller commits.

@@ -143,19 +143,9 @@ void parse_unipc(FieldReader& r, SchedulerConfig& cfg) {
     o.sigma_min = *sigma_min;
     o.sigma_max = *sigma_max;
   }
-  if (o.use_karras_sigmas) {
-    const std::string why = " when use_karras_sigmas is true";
-    if (!sigma_min || !(*sigma_min > 0))
-      r.fail("sigma_min", "a positive number" + why, r.describe("sigma_min", r.value("sigma_min", nullptr)));
-    if (!sigma_max || !(*sigma_max > *sigma_min))
-      r.fail("sigma_max", "a number above sigma_min" + why, r.describe("sigma_max", r.value("sigma_max", nullptr)));
-    if (o.flow_shift != 1.0)
-      r.fail("flow_shift", "1.0 when use_karras_sigmas is true (the reference ignores flow_shift on the Karras "
-                           "grid; set use_karras_sigmas to false to use a shift)",
-             r.describe("flow_shift", r.value("flow_shift", 1.0)));
-    cfg.notes.push_back(cfg.source + ": UniPC uses Karras flow sigmas (sigma_min " + std::to_string(o.sigma_min) +
-                        ", sigma_max " + std::to_string(o.sigma_max) + "), as Diffusers does for this file");
-  }
+  // use_karras_sigmas is checked once overrides are applied (apply_overrides):
+  // the Cosmos3 pipeline turns it off, so a file asking for it with a shift
+  // and without sigma_min/sigma_max still runs as the reference does.
   // No effect with flow sigmas: VP beta tables, spacing (timesteps are
   // overwritten), thresholding parameters, dynamic-shift type.
   r.unused("beta_start", &json::is_number, "a number");
@@ -271,6 +261,30 @@ SchedulerConfig load_scheduler_config(const std::string& path) {
   return parse_scheduler_config(parse_json_text(read_small_file(path, "scheduler"), path, "scheduler"), path);
 }
 
+namespace {
+
+// Karras flow sigmas need their bounds, and the reference ignores flow_shift
+// on that grid: a shift that would silently do nothing is a request stepmix
+// cannot honour. Checked once overrides are applied (the Cosmos3 pipeline
+// turns Karras off) and again when a scheduler is made.
+void check_karras_grid(const SchedulerConfig& cfg) {
+  if (cfg.kind != SchedulerKind::unipc_multistep || !cfg.unipc.use_karras_sigmas) return;
+  if (cfg.unipc.native_flow_grid)
+    throw Error("scheduler", cfg.source + ": use_native_flow_schedule with Karras sigmas: expected use_karras_sigmas "
+                                          "false (the native grid is a flow grid)");
+  if (!(cfg.unipc.sigma_min > 0) || !(cfg.unipc.sigma_max > cfg.unipc.sigma_min))
+    throw Error("scheduler", cfg.source + ": sigma_min, sigma_max: expected 0 < sigma_min < sigma_max when "
+                                          "use_karras_sigmas is true, got " +
+                                 std::to_string(cfg.unipc.sigma_min) + ", " + std::to_string(cfg.unipc.sigma_max));
+  if (cfg.unipc.flow_shift != 1.0)
+    throw Error("scheduler", "flow_shift " + std::to_string(cfg.unipc.flow_shift) + " with Karras sigmas (" +
+                                 cfg.source +
+                                 "): the reference ignores flow_shift on the Karras grid; turn use_karras_sigmas "
+                                 "off to use a shift (as the Cosmos3 examples do) or keep flow_shift 1.0");
+}
+
+}  // namespace
+
 void apply_overrides(SchedulerConfig& cfg, const SchedulerOverrides& ov) {
   if (ov.kind && *ov.kind != cfg.kind) {
     if (*ov.kind == SchedulerKind::flow_match_euler) {
@@ -293,9 +307,20 @@ void apply_overrides(SchedulerConfig& cfg, const SchedulerOverrides& ov) {
   if (ov.use_karras_sigmas) {
     if (cfg.kind != SchedulerKind::unipc_multistep)
       throw Error("scheduler", "use_karras_sigmas override: only UniPC supports Karras sigmas");
-    if (*ov.use_karras_sigmas && !(cfg.unipc.sigma_min > 0 && cfg.unipc.sigma_max > cfg.unipc.sigma_min))
-      throw Error("scheduler", "use_karras_sigmas override: " + cfg.source + " has no sigma_min/sigma_max");
+    if (cfg.unipc.use_karras_sigmas && !*ov.use_karras_sigmas)
+      cfg.notes.push_back(cfg.source + ": use_karras_sigmas true is turned off, as the Cosmos3 pipeline does");
     cfg.unipc.use_karras_sigmas = *ov.use_karras_sigmas;
+  }
+  if (ov.native_flow_grid) {
+    // The pipeline passes the grid to the scheduler; only UniPC's flow path
+    // is defined for it here (FlowMatch Euler and Karras would take it
+    // differently).
+    if (cfg.kind != SchedulerKind::unipc_multistep)
+      throw Error("scheduler", cfg.source + ": use_native_flow_schedule is implemented for UniPC only, not " +
+                                   std::string(scheduler_kind_name(cfg.kind)));
+    cfg.unipc.native_flow_grid = true;
+    cfg.notes.push_back("use_native_flow_schedule (model_index.json): UniPC on the native flow grid "
+                        "linspace(1 - 1/T, 0, N+1), shifted");
   }
   if (ov.flow_shift) {
     if (!(*ov.flow_shift > 0) || !std::isfinite(*ov.flow_shift))
@@ -306,13 +331,12 @@ void apply_overrides(SchedulerConfig& cfg, const SchedulerOverrides& ov) {
       cfg.flow_match.shift = *ov.flow_shift;
     }
   }
-  // The reference ignores flow_shift on the Karras grid; a shift that would
-  // silently do nothing is a request stepmix cannot honour.
-  if (cfg.kind == SchedulerKind::unipc_multistep && cfg.unipc.use_karras_sigmas && cfg.unipc.flow_shift != 1.0)
-    throw Error("scheduler", "flow_shift " + std::to_string(cfg.unipc.flow_shift) + " with Karras sigmas (" +
-                                 cfg.source +
-                                 "): the reference ignores flow_shift on the Karras grid; turn use_karras_sigmas "
-                                 "off to use a shift (as the Cosmos3 examples do) or keep flow_shift 1.0");
+  if (cfg.kind == SchedulerKind::unipc_multistep && cfg.unipc.use_karras_sigmas) {
+    check_karras_grid(cfg);
+    cfg.notes.push_back(cfg.source + ": UniPC uses Karras flow sigmas (sigma_min " +
+                        std::to_string(cfg.unipc.sigma_min) + ", sigma_max " + std::to_string(cfg.unipc.sigma_max) +
+                        "), as Diffusers does for this file");
+  }
   if (ov.precision) {
     cfg.unipc.precision = *ov.precision;
     cfg.flow_match.precision = *ov.precision;
@@ -320,6 +344,7 @@ void apply_overrides(SchedulerConfig& cfg, const SchedulerOverrides& ov) {
 }
 
 std::unique_ptr<Scheduler> make_scheduler(const SchedulerConfig& cfg) {
+  check_karras_grid(cfg);
   if (cfg.kind == SchedulerKind::unipc_multistep) return std::make_unique<UniPCMultistepScheduler>(cfg.unipc);
   return std::make_unique<FlowMatchEulerDiscreteScheduler>(cfg.flow_match);
 }

@@ -47,6 +47,7 @@ struct SchedulerOverrides {
   std::optional<SchedulerKind> kind;
   std::optional<double> flow_shift;        // UniPC flow_shift / FlowMatch shift
   std::optional<bool> use_karras_sigmas;   // UniPC only
+  bool native_flow_grid = false;           // model_index.json use_native_flow_schedule: UniPC only
   std::optional<Precision> precision;
 };
 // Throws stepmix::Error for contradictory requests, e.g. a flow_shift

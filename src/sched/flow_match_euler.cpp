@@ -28,8 +28,9 @@ void FlowMatchEulerDiscreteScheduler::set_timesteps(int num_steps) {
   if (!options_.explicit_sigmas.empty()) {
     if (std::size_t(num_steps) != options_.explicit_sigmas.size())
       throw Error("scheduler", "FlowMatchEuler: this build samples with a fixed list of " +
-                                   std::to_string(options_.explicit_sigmas.size()) + " sigmas; got " +
-                                   std::to_string(num_steps) + " steps");
+                                   std::to_string(options_.explicit_sigmas.size()) + " sigmas (fixed_step_sampler_config.t_list); " +
+                                   "expected " + std::to_string(options_.explicit_sigmas.size()) +
+                                   " steps (--steps), got " + std::to_string(num_steps));
     s = flow_match_explicit_schedule(options_.explicit_sigmas, options_.num_train_timesteps, options_.shift);
   } else {
     s = flow_match_default_schedule(num_steps, options_.num_train_timesteps, options_.shift);

@@ -51,14 +51,15 @@ float flow_shift_f32(float sigma, double shift) {
 
 double flow_shift(double sigma, double shift) { return shift * sigma / (1.0 + (shift - 1.0) * sigma); }
 
-UniPCSchedule unipc_flow_schedule(int num_steps, int num_train_timesteps, double shift) {
+UniPCSchedule unipc_flow_schedule(int num_steps, int num_train_timesteps, double shift, bool native_grid) {
   check_steps(num_steps, num_train_timesteps);
   const double T = num_train_timesteps;
-  std::vector<double> sigma = linspace(1.0, 1.0 / T, num_steps + 1);
+  std::vector<double> sigma =
+      native_grid ? linspace(1.0 - 1.0 / T, 0.0, num_steps + 1) : linspace(1.0, 1.0 / T, num_steps + 1);
   sigma.pop_back();
   for (double& s : sigma) s = flow_shift(s, shift);
-  // Keeps λ(σ_0) = ln(1 − σ_0) − ln(σ_0) finite.
-  if (std::fabs(sigma[0] - 1.0) < 1e-6) sigma[0] -= 1e-6;
+  // Keeps λ(σ_0) = ln(1 − σ_0) − ln(σ_0) finite (the native grid starts below 1).
+  if (!native_grid && std::fabs(sigma[0] - 1.0) < 1e-6) sigma[0] -= 1e-6;
 
   UniPCSchedule out;
   for (double s : sigma) {

@@ -20,7 +20,9 @@ struct FlowMatchSchedule {
 
 // docs/schedulers.md §2.1: σ̂_k = linspace(1, 1/T, N+1)[k], flow shift, 1e-6
 // nudge of σ_0, t_k = int64(σ_k·T) in float64, sigmas rounded once to float32.
-UniPCSchedule unipc_flow_schedule(int num_steps, int num_train_timesteps, double shift);
+// With native_grid (docs/schedulers.md §2.2): σ̂_k = linspace(1 − 1/T, 0, N+1)[k],
+// the same shift, no nudge.
+UniPCSchedule unipc_flow_schedule(int num_steps, int num_train_timesteps, double shift, bool native_grid = false);
 
 // Diffusers' use_karras_sigmas + use_flow_sigmas path: a Karras (ρ = 7) grid
 // between sigma_max and sigma_min in VP-sigma space, mapped to flow sigmas by

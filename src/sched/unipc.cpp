@@ -83,7 +83,8 @@ void UniPCMultistepScheduler::set_timesteps(int num_steps) {
   UniPCSchedule s = options_.use_karras_sigmas
                         ? unipc_karras_flow_schedule(num_steps, options_.num_train_timesteps, options_.sigma_min,
                                                      options_.sigma_max)
-                        : unipc_flow_schedule(num_steps, options_.num_train_timesteps, options_.flow_shift);
+                        : unipc_flow_schedule(num_steps, options_.num_train_timesteps, options_.flow_shift,
+                                              options_.native_flow_grid);
   int_timesteps_ = std::move(s.timesteps);
   sigmas_ = std::move(s.sigmas);
   timesteps_.assign(int_timesteps_.begin(), int_timesteps_.end());

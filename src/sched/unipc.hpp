@@ -19,6 +19,10 @@ struct UniPCOptions {
   // scheduler_config.json): Karras grid between sigma_max and sigma_min,
   // mapped by σ/(σ+1); flow_shift is unused on that path.
   bool use_karras_sigmas = false;
+  // The Cosmos3 pipeline's use_native_flow_schedule (model_index.json): the
+  // base grid linspace(1 − 1/T, 0, N+1) without its last point, shifted, no
+  // nudge (docs/schedulers.md §2.2).
+  bool native_flow_grid = false;
   double sigma_min = 0.0;
   double sigma_max = 0.0;
   Precision precision = Precision::fp32;

@@ -150,11 +150,12 @@ Cosmos3Prompt PromptModel::build(const Cosmos3PromptRequest& request) const {
   return p;
 }
 
-std::vector<int64_t> PromptModel::understanding_prefix(const std::string& text) const {
+std::vector<int64_t> PromptModel::understanding_prefix(const std::string& text,
+                                                      std::vector<std::string>* unknown_words) const {
   if (style_ == PromptStyle::cosmos3_chat)
     throw Error("prompt", tokenizer_.label() + ": a Cosmos3 chat-template tokenizer: its prompts are built with the "
                                                "Cosmos3 prompt builder (sentences, system prompt, template), not encoded bare");
-  std::vector<int64_t> ids = tokenizer_.encode(text);
+  std::vector<int64_t> ids = tokenizer_.encode(text, unknown_words);
   ids.push_back(eos_id_);
   ids.push_back(vision_start_id_);
   return ids;

@@ -82,7 +82,9 @@ class PromptModel {
   // encode(text) + eos + <|vision_start|>, no augmentation, no template, no
   // limit: the understanding prefix of a plain model. Throws for a
   // cosmos3_chat model, whose prompts need build().
-  std::vector<int64_t> understanding_prefix(const std::string& text) const;
+  // With `unknown_words`, the words a WordLevel vocabulary maps to unk.
+  std::vector<int64_t> understanding_prefix(const std::string& text,
+                                            std::vector<std::string>* unknown_words = nullptr) const;
 
   const Tokenizer& tokenizer() const { return tokenizer_; }
   int64_t eos_id() const { return eos_id_; }

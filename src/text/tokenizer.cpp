@@ -20,7 +20,8 @@ namespace {
 bool is_word_byte(unsigned char c) { return std::isalnum(c) || c == '_' || c >= 0x80; }
 bool is_space_byte(unsigned char c) { return std::isspace(c) != 0; }
 
-void word_level_words(const TokenizerImpl& t, std::string_view piece, std::vector<int64_t>& ids) {
+void word_level_words(const TokenizerImpl& t, std::string_view piece, std::vector<int64_t>& ids,
+                      std::vector<std::string>* unknown) {
   std::size_t i = 0;
   while (i < piece.size()) {
     const auto c = static_cast<unsigned char>(piece[i]);
@@ -41,8 +42,10 @@ void word_level_words(const TokenizerImpl& t, std::string_view piece, std::vecto
     const auto it = t.word_vocab.find(w);
     if (it != t.word_vocab.end())
       ids.push_back(it->second);
-    else if (t.unk_id)
+    else if (t.unk_id) {
       ids.push_back(*t.unk_id);
+      if (unknown) unknown->push_back(w);
+    }
     else
       throw Error("tokenizer", t.label + ": word \"" + w + "\" is not in the vocabulary and the tokenizer has no unk_token");
     i = j;
@@ -85,11 +88,12 @@ std::string_view normalize(const TokenizerImpl& t, std::string_view piece, std::
   return storage;
 }
 
-void model_pieces(const TokenizerImpl& t, std::string_view normalized, std::vector<int64_t>& ids) {
+void model_pieces(const TokenizerImpl& t, std::string_view normalized, std::vector<int64_t>& ids,
+                  std::vector<std::string>* unknown) {
   if (t.kind == ModelKind::bpe)
     bpe_pieces(t, normalized, 0, ids);
   else
-    word_level_words(t, normalized, ids);
+    word_level_words(t, normalized, ids, unknown);
 }
 
 }  // namespace
@@ -102,7 +106,7 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, const std::string& la
   return Tokenizer(load_tokenizer_json(text, label));
 }
 
-std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
+std::vector<int64_t> Tokenizer::encode(std::string_view text, std::vector<std::string>* unknown_words) const {
   const TokenizerImpl& t = *impl_;
   require_utf8(text, "tokenizer", t.label + ": text to encode");
   std::vector<int64_t> ids;
@@ -117,7 +121,7 @@ std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
     }
     const std::string_view normalized = normalize(t, text.substr(s.begin, s.end - s.begin), storage);
     if (t.normalized_added.empty()) {
-      model_pieces(t, normalized, ids);
+      model_pieces(t, normalized, ids, unknown_words);
       continue;
     }
     normalized_segments.clear();
@@ -126,7 +130,7 @@ std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
       if (n.id >= 0)
         ids.push_back(n.id);
       else
-        model_pieces(t, normalized.substr(n.begin, n.end - n.begin), ids);
+        model_pieces(t, normalized.substr(n.begin, n.end - n.begin), ids, unknown_words);
     }
   }
   return ids;
@@ -179,5 +183,34 @@ std::optional<int64_t> Tokenizer::token_id(const std::string& content) const {
 int64_t Tokenizer::vocab_size() const { return impl_->vocab_size; }
 ModelKind Tokenizer::model_kind() const { return impl_->kind; }
 const std::string& Tokenizer::label() const { return impl_->label; }
+
+namespace {
+
+// Levenshtein distance over bytes (vocabulary words are short ASCII).
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::vector<std::string> Tokenizer::nearest_words(const std::string& word, std::size_t count) const {
+  std::vector<std::pair<std::size_t, std::string>> scored;
+  for (const auto& [w, id] : impl_->word_vocab) scored.emplace_back(edit_distance(word, w), w);
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < scored.size() && i < count; ++i) out.push_back(scored[i].second);
+  return out;
+}
 
 }  // namespace stepmix::text

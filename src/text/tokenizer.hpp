@@ -38,7 +38,11 @@ class Tokenizer {
 
   // Ids of `text`, which must be well-formed UTF-8 (else an error giving the
   // byte offset). Safe to call from several threads at once.
-  std::vector<int64_t> encode(std::string_view text) const;
+  // With `unknown_words`, a WordLevel model appends every word it mapped to
+  // its unk token (a byte-level BPE covers every byte: none).
+  std::vector<int64_t> encode(std::string_view text, std::vector<std::string>* unknown_words = nullptr) const;
+  // The `count` vocabulary words closest to `word` (edit distance; WordLevel).
+  std::vector<std::string> nearest_words(const std::string& word, std::size_t count) const;
 
   // Text of `ids`: byte-level pieces are joined and decoded as UTF-8, each
   // ill-formed stretch becoming U+FFFD; an added token contributes its

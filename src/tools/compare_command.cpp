@@ -35,19 +35,19 @@ void add_compare_command(CLI::App& app) {
       "Blank lines and lines starting with # are skipped.\n"
       "Writes REPORT_DIR/{report.json, report.md, grid.png, step_error.png} (see README, \"Evidence\").");
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  cmd->add_option("--model", o.model_dir, "ModelOpt FP8 model directory")->required();
+  cmd->add_option("-m,--model", o.model_dir, "ModelOpt FP8 model directory")->required();
   cmd->add_option("--reference", o.reference_dir,
                   "BF16 model directory to compare against (default: W8A16 on every step of --model)");
   cmd->add_option("--prompts", o.prompts_file, "Prompts file (see below)")->required();
-  cmd->add_option("--seeds", o.seeds, "Seeds per prompt (0..K-1)")->required();
+  cmd->add_option("--seeds", o.seeds, "Seeds per prompt (0..K-1)")->required()->check(non_empty());
   add_request_options(*cmd, c->request, kNegativePrompt | kGeometry | kSampling | kSchedulerConfig);
   cmd->add_option("--policy", o.policies, "Extra mode first-last:F,L (W8A16 windows); repeatable")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--classifier", o.classifier_dir,
                   "Classifier folder (default: classifier/ of --model, else of --reference, when present)");
-  cmd->add_option("--diff-gain", o.diff_gain, "Amplification of the difference maps")->default_val(10.0);
+  cmd->add_option("--diff-gain", o.diff_gain, "Amplification of the difference maps")->default_val(10.0)->check(non_empty());
   cmd->add_flag("--force", o.force, "Replace --out if it exists");
-  cmd->add_option("--out", o.out_dir, "Report folder (written whole at the end)")->required();
+  cmd->add_option("-o,--out", o.out_dir, "Report folder (written whole at the end)")->required();
   add_runtime_options(*cmd, c->runtime);
   cmd->callback([c] { run_compare(*c); });
 }

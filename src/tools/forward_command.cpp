@@ -42,12 +42,12 @@ void run_forward(const ForwardOptions& opt) {
 void add_forward_command(CLI::App& app) {
   auto opt = std::make_shared<ForwardOptions>();
   CLI::App* cmd = app.add_subcommand("forward", "Run one transformer forward on inputs in the golden file layout");
-  cmd->add_option("--model", opt->model_dir, "Diffusers model directory or transformer folder")->required();
+  cmd->add_option("-m,--model", opt->model_dir, "Diffusers model directory or transformer folder")->required();
   cmd->add_option("--inputs", opt->inputs,
                   "safetensors with input_ids, position_ids, vision_latent, vision_timesteps, und_len "
                   "[, vision_condition_frame_mask]")
       ->required();
-  cmd->add_option("--out", opt->out, "Output safetensors (velocity F32 [1, C, T, H, W])")->required();
+  cmd->add_option("-o,--out", opt->out, "Output safetensors (velocity F32 [1, C, T, H, W])")->required();
   cmd->add_option("--precision", opt->precision,
                   "Arithmetic of every governed Linear: dense (BF16 checkpoint), w8a16 or w8a8 (FP8 checkpoint); "
                   "default: the checkpoint's native one")

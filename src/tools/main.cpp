@@ -2,6 +2,8 @@
 // line on stderr and exit code 2; success is 0.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <new>
 #include <string>
 
 #include "stepmix/model.hpp"
@@ -15,6 +17,19 @@ std::string one_line(std::string s) {
   for (char& c : s)
     if (c == '\n' || c == '\r') c = ' ';
   return s;
+}
+
+// "--seed=" with nothing after '=' would make the parser take the next word
+// as the value (or report a confusing count); it is an empty value.
+const char* empty_assigned_option(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") return nullptr;
+    if (a.size() > 3 && a.compare(0, 2, "--") == 0 && a.back() == '=' &&
+        a.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-", 2) == a.size() - 1)
+      return argv[i];
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -35,6 +50,11 @@ int main(int argc, char** argv) {
   stepmix::cli::add_vae_command(app);
   stepmix::cli::add_tokenize_command(app);
   stepmix::cli::add_prompt_command(app);
+  if (const char* opt = empty_assigned_option(argc, argv)) {
+    const std::string name(opt, std::string(opt).size() - 1);
+    std::fprintf(stderr, "stepmix: %s: empty value (see stepmix --help)\n", one_line(name).c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -44,7 +64,21 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "stepmix: %s (see stepmix --help)\n", one_line(e.what()).c_str());
+    // A first word that is no command is no "missing subcommand".
+    if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-')
+      std::fprintf(stderr, "stepmix: unknown command '%s' (expected inspect, generate, forward, quantize, compare, "
+                           "bench, tokenize or prompt; see stepmix --help)\n",
+                   one_line(argv[1]).c_str());
+    else
+      std::fprintf(stderr, "stepmix: %s (see stepmix --help)\n", one_line(e.what()).c_str());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "stepmix: [memory] out of memory: the request needs more than this machine can give "
+                         "(try fewer steps, frames or pixels); nothing was written\n");
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::fprintf(stderr, "stepmix: [file] %s: %s\n", one_line(e.path1().string()).c_str(),
+                 one_line(e.code().message()).c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stepmix: %s\n", one_line(e.what()).c_str());

@@ -20,6 +20,13 @@ extern "C" void on_sigint(int) {
 
 }  // namespace
 
+const CLI::Validator& non_empty() {
+  // CLI11 would take an empty value as "not given" and keep the default.
+  static const CLI::Validator v([](std::string& value) { return value.empty() ? std::string("empty value") : std::string(); },
+                                "", "non-empty");
+  return v;
+}
+
 GenerateRequest RequestOptions::to_request() const {
   GenerateRequest r;
   r.prompt = prompt;
@@ -47,34 +54,37 @@ GenerateRequest RequestOptions::to_request() const {
 
 void add_request_options(CLI::App& cmd, RequestOptions& o, unsigned groups, const std::string& sampling_defaults) {
   if (groups & kPromptText) {
-    cmd.add_option("--prompt", o.prompt, "Text prompt (needs the model's text_tokenizer/tokenizer.json)");
+    cmd.add_option("-p,--prompt", o.prompt, "Text prompt (needs the model's text_tokenizer/tokenizer.json)");
     cmd.add_option("--prompt-ids", o.prompt_ids, "Complete understanding prefix as ids, used as given: 1,2,3");
   }
   if (groups & kNegativePrompt) {
-    cmd.add_option("--negative-prompt", o.negative_prompt, "Unconditional prompt text (default: empty)");
+    cmd.add_option("-n,--negative-prompt", o.negative_prompt, "Unconditional prompt text (default: empty)");
     cmd.add_option("--negative-prompt-ids", o.negative_prompt_ids, "Unconditional prefix as ids");
   }
   if (groups & kGeometry) {
-    cmd.add_option("--height", o.height, "Image height in pixels (default: the model's)");
-    cmd.add_option("--width", o.width, "Image width in pixels (default: the model's)");
-    cmd.add_option("--frames", o.frames, "Number of frames (default 1 = image)");
+    cmd.add_option("-H,--height", o.height, "Image height in pixels (default: the model's)")->check(non_empty());
+    cmd.add_option("-W,--width", o.width, "Image width in pixels (default: the model's)")->check(non_empty());
+    cmd.add_option("--frames", o.frames, "Number of frames (default 1 = image)")->check(non_empty());
     cmd.add_option("--latent-shape", o.latent_shape, "Latent shape C,T,H,W (instead of height/width/frames)");
   }
   if (groups & kSampling) {
-    cmd.add_option("--steps", o.steps, "Denoising steps (default: " + sampling_defaults + ")");
-    cmd.add_option("--guidance", o.guidance, "Classifier-free guidance scale, 1 = off (default: see --steps)");
+    cmd.add_option("--steps", o.steps, "Denoising steps (default: " + sampling_defaults + ")")->check(non_empty());
+    cmd.add_option("--guidance", o.guidance, "Classifier-free guidance scale, 1 = off (default: see --steps)")->check(non_empty());
   }
   if (groups & kScheduler) {
     cmd.add_option("--scheduler", o.scheduler, "unipc or euler (default: the model's scheduler_config.json)");
-    cmd.add_option("--flow-shift", o.flow_shift, "Flow shift of the sigma schedule (default: the scheduler's)");
+    cmd.add_option("--flow-shift", o.flow_shift, "Flow shift of the sigma schedule (default: the scheduler's)")->check(non_empty());
   }
   if (groups & kSchedulerConfig)
     cmd.add_option("--scheduler-config", o.scheduler_config, "A Diffusers scheduler_config.json");
-  if (groups & kFps) cmd.add_option("--fps", o.fps, "Frames per second (videos)")->default_val(kDefaultFps);
+  if (groups & kFps)
+    cmd.add_option("--fps", o.fps, "Frames per second (videos)")->default_val(kDefaultFps)->check(non_empty());
 }
 
 ModelOptions RuntimeOptions::model_options() const {
+  if (threads) set_thread_count(*threads);
   ModelOptions m;
+  m.check_tensors = check_tensors;
   m.activations = parse_activation_dtype(activations);
   m.weight_cache = parse_weight_cache(weight_cache);
   m.device = parse_device(device);
@@ -92,6 +102,8 @@ void add_runtime_options(CLI::App& cmd, RuntimeOptions& o) {
   cmd.add_option("--device", o.device, "cpu or cuda (a build with the CUDA backend)")
       ->default_val("cpu")
       ->envname("STEPMIX_DEVICE");
+  cmd.add_option("-t,--threads", o.threads, "Threads (default: STEPMIX_THREADS, else every hardware thread)")->check(non_empty());
+  cmd.add_flag("--check-tensors", o.check_tensors, "Scan every weight for NaN and infinities when loading");
 }
 
 PolicyOverrides PolicyOptions::overrides() const {
@@ -108,8 +120,8 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
   cmd.add_option("--mixed-precision", o.mixed_precision,
                  "auto (follow the checkpoint), none (schedule off), fp8 (force; default 3/3)")
       ->default_val("auto");
-  cmd.add_option("--first-steps", o.first_steps, "Override the number of leading W8A16 steps");
-  cmd.add_option("--last-steps", o.last_steps, "Override the number of trailing W8A16 steps");
+  cmd.add_option("--first-steps", o.first_steps, "Override the number of leading W8A16 steps")->check(non_empty());
+  cmd.add_option("--last-steps", o.last_steps, "Override the number of trailing W8A16 steps")->check(non_empty());
   cmd.add_option("--reasoner", o.reasoner, "Reasoner tower precision: a16 or native");
   cmd.add_option("--overlap", o.overlap, "Steps inside both windows: a16 or native");
 }

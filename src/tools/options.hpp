@@ -13,6 +13,9 @@
 
 namespace stepmix::cli {
 
+// Refuses an empty value ("--steps ''"), which CLI11 would treat as not given.
+const CLI::Validator& non_empty();
+
 // Groups of request options (a command adds the ones it takes).
 enum RequestGroups : unsigned {
   kPromptText = 1u << 0,      // --prompt, --prompt-ids
@@ -47,8 +50,11 @@ struct RuntimeOptions {
   std::string activations = "f32";
   std::string weight_cache = "none";
   std::string device = "cpu";
+  std::optional<int> threads;
+  bool check_tensors = false;
 
-  // Checked words → ModelOptions (throws naming the option).
+  // Checked words → ModelOptions (throws naming the option); sets the
+  // thread count when given.
   ModelOptions model_options() const;
 };
 void add_runtime_options(CLI::App& cmd, RuntimeOptions& o);

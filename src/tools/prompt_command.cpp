@@ -17,10 +17,10 @@ namespace stepmix::cli {
 void add_prompt_command(CLI::App& app) {
   auto opt = std::make_shared<PromptOptions>();
   CLI::App* cmd = app.add_subcommand("prompt", "Build the Cosmos3 prompt texts and understanding ids (for checks)");
-  cmd->add_option("--model", opt->model, "Model folder (text_tokenizer/) or tokenizer folder")->required();
+  cmd->add_option("-m,--model", opt->model, "Model folder (text_tokenizer/) or tokenizer folder")->required();
   CLI::Option* jsonl = cmd->add_option("--jsonl", opt->jsonl, "Requests, one JSON object per line ('-': standard input)");
   const std::vector<CLI::Option*> request = {
-      cmd->add_option("--prompt", opt->prompt, "Prompt text"),
+      cmd->add_option("-p,--prompt", opt->prompt, "Prompt text"),
       cmd->add_option("--negative-prompt", opt->negative_prompt, "Negative prompt (default: empty)"),
       cmd->add_option("--height", opt->height, "Height in pixels (default: 720 for videos, 1024 for images)"),
       cmd->add_option("--width", opt->width, "Width in pixels (default: 1280 for videos, 1024 for images)"),

@@ -42,11 +42,11 @@ void add_quantize_command(CLI::App& app) {
   auto c = std::make_shared<QuantizeCommand>();
   CLI::App* cmd = app.add_subcommand("quantize", "Quantize a BF16 checkpoint to ModelOpt FP8 with static calibration");
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  cmd->add_option("--model", c->options.model_dir, "BF16 Diffusers model directory")->required();
-  cmd->add_option("--out", c->options.out_dir, "Output directory (must not exist)")->required();
+  cmd->add_option("-m,--model", c->options.model_dir, "BF16 Diffusers model directory")->required();
+  cmd->add_option("-o,--out", c->options.out_dir, "Output directory (must not exist)")->required();
   cmd->add_option("--calib-prompts", c->options.calib_prompts,
                   "Calibration prompts, one per line (text, or ids:1,2,3); default MODEL/calibration_prompts.txt");
-  cmd->add_option("--calib-seeds", c->options.calib_seeds, "Seeds per prompt")->default_val(2);
+  cmd->add_option("--calib-seeds", c->options.calib_seeds, "Seeds per prompt")->default_val(2)->check(non_empty());
   add_request_options(*cmd, c->request, kNegativePrompt | kGeometry | kSampling | kSchedulerConfig,
                       "the model's, else 8 steps and guidance 3");
   cmd->add_option("--policy", c->policy, "Step policy to write: first-last:F,L (default first-last:3,3)");

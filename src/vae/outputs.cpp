@@ -57,7 +57,7 @@ void decode_and_stage(const WanVae& vae, const float* latent, const std::vector<
   }, options);
 
   if (video) set.stage_file(*ids.video, video->finish());
-  if (ids.image) set.stage_file(*ids.image, encode_png(*outputs.image, strip));
+  if (ids.image) set.stage_file(*ids.image, encode_png(*outputs.image, strip, outputs.image_text));
   if (ids.tensor)
     set.stage_file(*ids.tensor, encode_safetensors(*outputs.tensor, {make_tensor_f32("pixels", {1, 3, F, H, W}, pixels)}));
 }

@@ -22,6 +22,7 @@ struct DecodeOutputs {
   std::optional<std::string> frames_dir;  // a new folder of frame_00000.png, frame_00001.png, ...
   std::optional<std::string> tensor;      // safetensors: 'pixels' F32 [1, 3, F, H, W]
   double fps = 24.0;
+  std::vector<PngText> image_text;        // text chunks of the PNG picture (generation parameters)
 
   // Whether the outputs hold the whole clip in memory (image strip, tensor).
   bool collects() const { return image.has_value() || tensor.has_value(); }

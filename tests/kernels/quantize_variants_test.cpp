@@ -40,7 +40,7 @@ TEST(QuantizeVariants, F32ActivationCodesAreBitExact) {
 // rounding midpoint, for scales that are not powers of two and scales whose
 // reciprocal is not a normal float: where a shortcut for the division (a
 // multiplication by 1/s, even one guarded at the midpoints with too small a
-// margin) rounds differently. Pins every variant to the spec's division.
+// margin) rounds differently. Pins every variant to the division of docs/step-policy.md §12.
 TEST(QuantizeVariants, QuotientsNextToMidpointsAreBitExact) {
   for (const KernelSet& variant : kernel_variants()) {
     if (!variant.linear.supported()) continue;

@@ -1,4 +1,4 @@
-// Config parsing and validation (shared spec cosmos3-transformer.md §1),
+// Config parsing and validation (the Cosmos3 transformer config.json),
 // on the tiny golden config and a Nano-sized config without weights.
 #include "model/config.hpp"
 
@@ -58,7 +58,7 @@ TEST(Config, TinyGoldenConfigParses) {
   EXPECT_EQ(c.hidden_act, HiddenAct::SiLU);
   EXPECT_TRUE(c.qk_norm_for_text);
   EXPECT_FALSE(c.has_und_k_norm_for_gen());
-  // Spec §11.1: slot map T H W T H W T T.
+  // The interleaved mRoPE slot map: T H W T H W T T.
   using A = RopeAxis;
   EXPECT_EQ(c.rope_slot_axes(), (std::vector<A>{A::T, A::H, A::W, A::T, A::H, A::W, A::T, A::T}));
 }

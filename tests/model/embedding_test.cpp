@@ -1,5 +1,5 @@
 // Patchify/unpatchify, the timestep sinusoid and the rotary frequencies
-// against the check values of the shared spec (cosmos3-transformer.md §4, §5).
+// against fixed check values of the reference formulas.
 #include "model/embedding.hpp"
 
 #include <gtest/gtest.h>

@@ -15,7 +15,7 @@
 #include "io/safetensors.hpp"
 #include "io/video.hpp"
 #include "stepmix/model.hpp"
-#include "support/synthetic_checkpoint.hpp"
+#include "synthetic_checkpoint.hpp"
 #include "vae/vae.hpp"
 
 namespace stepmix::test {
@@ -94,24 +94,24 @@ TEST_F(VaeGeneration, OneDecodeWritesTheVideoTheFramesTheStripAndTheLatent) {
   const GenerateResult result = model.generate(request());
   EXPECT_TRUE(result.plan.decodes);
   EXPECT_EQ(result.plan.latent_shape, (std::array<int64_t, 4>{48, 2, 2, 3}));
-  OutputPaths paths;
-  paths.video = (dir_ / "clip.mp4").string();
-  paths.frames_dir = (dir_ / "frames").string();
-  paths.image = (dir_ / "strip.png").string();
-  paths.latents = (dir_ / "latent.safetensors").string();
-  model.check_outputs(result.plan, paths);
+  const std::string video = (dir_ / "clip.mp4").string(), frames_dir = (dir_ / "frames").string();
+  const std::string strip = (dir_ / "strip.png").string(), latent_file = (dir_ / "latent.safetensors").string();
+  GenerationOutputs outputs(model, result.plan, {video, latent_file, frames_dir});
+  GenerationOutputs picture(model, result.plan, {strip, std::nullopt, std::nullopt});
   std::vector<std::pair<int64_t, int64_t>> progress;
-  model.write_outputs(result, paths, [&](int64_t done, int64_t total) { progress.emplace_back(done, total); });
+  outputs.write(result, {"ids:5,9,13", "", 0, "model"},
+                [&](int64_t done, int64_t total) { progress.emplace_back(done, total); });
+  picture.write(result, {"ids:5,9,13", "", 0, "model"});
   EXPECT_EQ(progress, (std::vector<std::pair<int64_t, int64_t>>{{1, 2}, {2, 2}}));
 
-  const VideoInfo info = probe_video(*paths.video);
+  const VideoInfo info = probe_video(video);
   EXPECT_EQ(info.frames, 5);
   EXPECT_EQ(info.width, 48);
   EXPECT_EQ(info.height, 32);
   EXPECT_DOUBLE_EQ(info.fps, 12.0);
-  EXPECT_EQ(read_png(*paths.image).width, 5 * 48);
+  EXPECT_EQ(read_png(strip).width, 5 * 48);
   // The frames are the VAE's decode of the latent written beside them.
-  const auto latent = SafetensorsFile::open(*paths.latents);
+  const auto latent = SafetensorsFile::open(latent_file);
   const TensorView& z = latent->get("latent");
   EXPECT_EQ(std::vector<float>(z.as<float>(), z.as<float>() + z.numel()), result.latent);
   const vae::WanVae vae = vae::WanVae::load(kVae);
@@ -119,7 +119,7 @@ TEST_F(VaeGeneration, OneDecodeWritesTheVideoTheFramesTheStripAndTheLatent) {
   vae.decode(z.as<float>(), z.shape, [&](int64_t t, const vae::Frame& rgb) {
     char name[32];
     std::snprintf(name, sizeof name, "frame_%05lld.png", (long long)t);
-    EXPECT_EQ(read_png((fs::path(*paths.frames_dir) / name).string()).pixels, vae::to_image8(rgb).pixels) << name;
+    EXPECT_EQ(read_png((fs::path(frames_dir) / name).string()).pixels, vae::to_image8(rgb).pixels) << name;
     ++frames;
   });
   EXPECT_EQ(frames, 5);
@@ -128,17 +128,19 @@ TEST_F(VaeGeneration, OneDecodeWritesTheVideoTheFramesTheStripAndTheLatent) {
 TEST_F(VaeGeneration, AnImageRequestDecodesToOnePicture) {
   Model model = Model::open(make_model("model"));
   const GenerateResult result = model.generate(request(1));
-  OutputPaths paths;
-  paths.image = (dir_ / "image.png").string();
-  model.write_outputs(result, paths);
-  const Image8 image = read_png(*paths.image);
+  const std::string path = (dir_ / "image.png").string();
+  GenerationOutputs(model, result.plan, {path, std::nullopt, std::nullopt}).write(result, {"ids:5,9,13", "", 0, "model"});
+  const Image8 image = read_png(path);
   EXPECT_EQ(image.width, 48);
   EXPECT_EQ(image.height, 32);
+  // The generation's parameters travel with the decoded picture.
+  bool has_parameters = false;
+  for (const auto& [keyword, text] : read_png_metadata(path)) has_parameters |= keyword == "parameters";
+  EXPECT_TRUE(has_parameters);
 }
 
 // Latent frame 0 is the VAE's latent of the picture, scaled to cover 48x32
-// and centre-cropped, and sampling leaves it so (within float32 rounding of
-// the UniPC update, as tests/pipeline/denoise_test.cpp bounds it).
+// and centre-cropped, and sampling leaves it so.
 TEST_F(VaeGeneration, ImageToVideoKeepsTheEncodedPictureAsFrameZero) {
   Model model = Model::open(make_model("model"));
   GenerateRequest r = request();
@@ -148,11 +150,9 @@ TEST_F(VaeGeneration, ImageToVideoKeepsTheEncodedPictureAsFrameZero) {
   const vae::WanVae vae = vae::WanVae::load(kVae);
   const std::vector<float> want = vae.encode_image(resize_and_center_crop(read_png_rgb(*r.image), 48, 32)).latent;
   const int64_t C = 48, T = 2, HW = 2 * 3;
-  float top = 0;
-  for (float v : want) top = std::max(top, std::fabs(v));
   for (int64_t c = 0; c < C; ++c)
     for (int64_t p = 0; p < HW; ++p)
-      ASSERT_NEAR(result.latent[std::size_t(c * T * HW + p)], want[std::size_t(c * HW + p)], 1e-6 * top) << c << "," << p;
+      ASSERT_EQ(result.latent[std::size_t(c * T * HW + p)], want[std::size_t(c * HW + p)]) << c << "," << p;
   // Without the picture the same seed samples another video.
   EXPECT_NE(model.generate(request()).latent, result.latent);
 }
@@ -168,18 +168,19 @@ TEST_F(VaeGeneration, RequestsThatCannotWorkAreRefusedBeforeSampling) {
   e = error_of([&] { model.generate(r); });
   EXPECT_NE(e.find(*r.image), std::string::npos) << e;
   const GeneratePlan plan = model.plan(request());
-  OutputPaths paths;
-  paths.video = (dir_ / "clip.avi").string();
-  e = error_of([&] { model.check_outputs(plan, paths); });
-  EXPECT_NE(e.find("extension '.avi' is not supported here; expected .mp4"), std::string::npos) << e;
+  e = error_of([&] { GenerationOutputs(model, plan, {(dir_ / "clip.avi").string(), std::nullopt, std::nullopt}); });
+  EXPECT_NE(e.find("extension '.avi' is not supported here; expected .png, .mp4 or .safetensors"), std::string::npos)
+      << e;
 
   // A model without vae/ has nothing to decode video or encode an image with.
   const std::string bare = make_model("bare-model");
   fs::remove(fs::path(bare) / "vae");
   Model no_vae = Model::open(bare);
-  paths.video = (dir_ / "clip.mp4").string();
-  e = error_of([&] { no_vae.check_outputs(no_vae.plan(request()), paths); });
-  EXPECT_NE(e.find("video needs a model with vae/"), std::string::npos) << e;
+  const GeneratePlan bare_plan = no_vae.plan(request());
+  e = error_of([&] { GenerationOutputs(no_vae, bare_plan, {(dir_ / "clip.mp4").string(), std::nullopt, std::nullopt}); });
+  EXPECT_NE(e.find("video is decoded by the model's vae/"), std::string::npos) << e;
+  e = error_of([&] { GenerationOutputs(no_vae, bare_plan, {std::nullopt, std::nullopt, (dir_ / "f").string()}); });
+  EXPECT_NE(e.find("frames are decoded by the model's vae/"), std::string::npos) << e;
   r = request();
   r.image = write_picture();
   e = error_of([&] { no_vae.plan(r); });

@@ -48,8 +48,18 @@ TEST(SchedulerConfigLoad, GoldenConfigs) {
   EXPECT_TRUE(ck.unipc.use_karras_sigmas);
   EXPECT_EQ(ck.unipc.sigma_min, 0.147);
   EXPECT_EQ(ck.unipc.sigma_max, 200.0);
-  ASSERT_EQ(ck.notes.size(), 1u);
-  EXPECT_NE(ck.notes[0].find("Karras"), std::string::npos);
+  // The grid is said once overrides are known (the pipeline may turn it off).
+  EXPECT_TRUE(ck.notes.empty());
+  SchedulerConfig kept = ck;
+  apply_overrides(kept, SchedulerOverrides{});
+  ASSERT_EQ(kept.notes.size(), 1u);
+  EXPECT_NE(kept.notes[0].find("UniPC uses Karras flow sigmas"), std::string::npos);
+  SchedulerConfig off = ck;
+  SchedulerOverrides karras_off;
+  karras_off.use_karras_sigmas = false;
+  apply_overrides(off, karras_off);
+  ASSERT_EQ(off.notes.size(), 1u);
+  EXPECT_NE(off.notes[0].find("use_karras_sigmas true is turned off"), std::string::npos) << off.notes[0];
 
   const SchedulerConfig fm = load_scheduler_config(stepmix::test::golden_path("scheduler/flowmatch_euler_shift3.json"));
   EXPECT_EQ(fm.kind, SchedulerKind::flow_match_euler);
@@ -181,20 +191,45 @@ TEST(SchedulerConfigParse, ClassNameAndDefaults) {
   EXPECT_EQ(parse_error(j2), "");
 }
 
-TEST(SchedulerConfigParse, KarrasNeedsBoundsAndNoShift) {
+// A file asking for Karras sigmas parses whatever its shift and bounds: the
+// Cosmos3 pipeline turns Karras off. Kept on, they must be usable.
+TEST(SchedulerConfigParse, KarrasNeedsBoundsAndNoShiftOnlyWhenItStaysOn) {
+  const auto error_kept_on = [](const json& j) {
+    SchedulerConfig cfg = parse_scheduler_config(j, "cfg.json");
+    try {
+      apply_overrides(cfg, SchedulerOverrides{});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const auto runs_with_karras_off = [](const json& j) {
+    SchedulerConfig cfg = parse_scheduler_config(j, "cfg.json");
+    SchedulerOverrides off;
+    off.use_karras_sigmas = false;
+    apply_overrides(cfg, off);
+    return make_scheduler(cfg) != nullptr;
+  };
   json j = golden_json("unipc_checkpoint_default.json");
   j["flow_shift"] = 10.0;
-  EXPECT_NE(parse_error(j).find("flow_shift: expected 1.0 when use_karras_sigmas is true"), std::string::npos);
+  EXPECT_NE(error_kept_on(j).find("flow_shift 10.000000 with Karras sigmas (cfg.json)"), std::string::npos)
+      << error_kept_on(j);
+  EXPECT_TRUE(runs_with_karras_off(j));
   j = golden_json("unipc_checkpoint_default.json");
   j["sigma_min"] = nullptr;
-  EXPECT_NE(parse_error(j).find("sigma_min: expected a positive number when use_karras_sigmas is true, got null"),
-            std::string::npos);
+  EXPECT_NE(error_kept_on(j).find("cfg.json: sigma_min, sigma_max: expected 0 < sigma_min < sigma_max"),
+            std::string::npos)
+      << error_kept_on(j);
+  EXPECT_TRUE(runs_with_karras_off(j));
   j = golden_json("unipc_checkpoint_default.json");
   j["sigma_max"] = 0.1;
-  EXPECT_NE(parse_error(j).find("sigma_max: expected a number above sigma_min"), std::string::npos);
+  EXPECT_NE(error_kept_on(j).find("expected 0 < sigma_min < sigma_max"), std::string::npos);
+  // make_scheduler checks too, for a configuration that skipped the overrides.
+  SchedulerConfig raw = parse_scheduler_config(j, "cfg.json");
+  EXPECT_THROW(make_scheduler(raw), Error);
 }
 
-json distilled_json() {  // spec §9
+json distilled_json() {  // docs/schedulers.md §9
   return {{"_class_name", "FlowMatchEulerDiscreteScheduler"},
           {"num_train_timesteps", 1000},
           {"shift", 1.0},
@@ -252,6 +287,24 @@ TEST(SchedulerConfigParse, FlowMatchRejections) {
     const std::string err = parse_error(j);
     EXPECT_EQ(err.rfind("[scheduler] cfg.json: " + field + ": expected ", 0), 0u) << field << ": " << err;
   }
+}
+
+TEST(SchedulerOverrides, NativeFlowGridIsUniPCOnly) {
+  SchedulerConfig s10 = load_scheduler_config(stepmix::test::golden_path("scheduler/unipc_flowshift10.json"));
+  SchedulerOverrides native;
+  native.native_flow_grid = true;
+  apply_overrides(s10, native);
+  EXPECT_TRUE(s10.unipc.native_flow_grid);
+  auto s = make_scheduler(s10);
+  s->set_timesteps(4);
+  EXPECT_EQ(s->timesteps()[3], 768.0f);  // 909/769 on the default grid
+  SchedulerConfig fm = load_scheduler_config(stepmix::test::golden_path("scheduler/flowmatch_euler_shift3.json"));
+  EXPECT_THROW(apply_overrides(fm, native), Error);
+  SchedulerConfig karras = load_scheduler_config(stepmix::test::golden_path("scheduler/unipc_checkpoint_default.json"));
+  EXPECT_THROW(apply_overrides(karras, native), Error);  // Karras kept on: the native grid is a flow grid
+  native.use_karras_sigmas = false;
+  apply_overrides(karras, native);
+  EXPECT_TRUE(karras.unipc.native_flow_grid);
 }
 
 TEST(SchedulerOverrides, ShiftKarrasAndKind) {

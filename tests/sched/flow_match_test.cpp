@@ -1,4 +1,4 @@
-// FlowMatch Euler: golden trajectories, the spec's test vectors, the
+// FlowMatch Euler: golden trajectories, the test vectors of docs/schedulers.md §9, the
 // stochastic step with injected noise, and misuse.
 #include "sched/fp_contract.hpp"  // expected values are computed with the reference roundings
 
@@ -59,7 +59,7 @@ TEST_P(FlowMatchGoldenTrajectory, ReplayAndClosedLoop) {
 INSTANTIATE_TEST_SUITE_P(Golden, FlowMatchGoldenTrajectory, ::testing::Values(4, 8),
                          [](const auto& info) { return "n" + std::to_string(info.param); });
 
-// Toy model v = x, x_0 = 1, with the distilled list (spec §9 test vectors).
+// Toy model v = x, x_0 = 1, with the distilled list (docs/schedulers.md §9).
 std::vector<float> toy_run(FlowMatchEulerDiscreteScheduler& s) {
   s.set_timesteps(4);
   std::vector<float> x{1.0f}, trace;

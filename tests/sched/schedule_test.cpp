@@ -1,5 +1,5 @@
 // Sigma/timestep grids: exact timesteps and bit-exact float32 sigmas against
-// unipc_schedules.safetensors and the spec's tables.
+// unipc_schedules.safetensors and the tables of docs/schedulers.md.
 #include "sched/fp_contract.hpp"  // expected values are computed with the reference roundings
 
 #include <cstdint>
@@ -55,7 +55,7 @@ void expect_grid(const UniPCSchedule& s, const std::vector<std::int64_t>& t, con
   for (std::size_t i = 0; i < sigmas.size(); ++i) EXPECT_NEAR(s.sigmas[i], sigmas[i], 6e-9) << "k=" << i;
 }
 
-TEST(UniPCSchedule, SpecTable) {  // spec §2.3
+TEST(UniPCSchedule, SpecTable) {  // docs/schedulers.md §2.3
   expect_grid(unipc_flow_schedule(4, 1000, 10), {999, 967, 909, 769},
               {0.99999899, 0.96778357, 0.90925604, 0.76993936, 0});
   expect_grid(unipc_flow_schedule(4, 1000, 1), {999, 750, 500, 250},
@@ -77,6 +77,16 @@ TEST(UniPCSchedule, SpecTable) {  // spec §2.3
   EXPECT_EQ(unipc_flow_schedule(50, 1000, 3).timesteps, n50s3);
 }
 
+// The pipeline's use_native_flow_schedule (docs/schedulers.md §2.2): the grid
+// starts at 1 − 1/T, so there is no nudge; timesteps truncate as before.
+TEST(UniPCSchedule, NativeFlowGrid) {
+  expect_grid(unipc_flow_schedule(4, 1000, 10, /*native_grid=*/true), {999, 967, 908, 768},
+              {0.99989992, 0.96761698, 0.90892547, 0.76899391, 0});
+  const UniPCSchedule one = unipc_flow_schedule(1, 1000, 1, true);
+  EXPECT_EQ(one.timesteps, (std::vector<std::int64_t>{999}));
+  EXPECT_EQ(one.sigmas[0], 0.999f);
+}
+
 TEST(UniPCSchedule, RejectsNonPositiveSteps) {
   EXPECT_THROW(unipc_flow_schedule(0, 1000, 10), Error);
   EXPECT_THROW(unipc_flow_schedule(-1, 1000, 10), Error);
@@ -84,7 +94,7 @@ TEST(UniPCSchedule, RejectsNonPositiveSteps) {
   EXPECT_THROW(unipc_karras_flow_schedule(4, 1000, 200, 0.147), Error);
 }
 
-TEST(FlowMatchSchedule, DefaultGridSpecExample) {  // spec §9, s = 3, N = 4
+TEST(FlowMatchSchedule, DefaultGridSpecExample) {  // docs/schedulers.md §9, s = 3, N = 4
   const FlowMatchSchedule s = flow_match_default_schedule(4, 1000, 3.0);
   const std::vector<double> sigmas{1.0, 0.8576923, 0.6021506, 0.0089286, 0};
   const std::vector<double> t{1000, 857.6923, 602.1506, 8.9286};
@@ -101,7 +111,7 @@ TEST(FlowMatchSchedule, DefaultGridBitExactAgainstGoldenTrajectories) {
   }
 }
 
-TEST(FlowMatchSchedule, ExplicitDistilledList) {  // spec §9
+TEST(FlowMatchSchedule, ExplicitDistilledList) {  // docs/schedulers.md §9
   const std::vector<double> t_list{1.0, 0.9375, 0.8333333333333334, 0.625};
   const FlowMatchSchedule s = flow_match_explicit_schedule(t_list, 1000, 1.0);
   EXPECT_EQ(s.timesteps, (std::vector<float>{1000.0f, 937.5f, 833.3333f, 625.0f}));

@@ -1,4 +1,4 @@
-// UniPC: golden trajectories, the spec's worked example, state handling.
+// UniPC: golden trajectories, the worked example of docs/schedulers.md §8, state handling.
 #include "sched/fp_contract.hpp"  // expected values are computed with the reference roundings
 
 #include <array>
@@ -96,7 +96,7 @@ INSTANTIATE_TEST_SUITE_P(Golden, UniPCGoldenTrajectory,
                                            TrajectoryCase{35, 5e-6}),
                          [](const auto& info) { return "n" + std::to_string(info.param.n); });
 
-// ------------------------------------------------------------ spec §8 worked example
+// ------------------------------------------------------------ worked example (docs/schedulers.md §8)
 
 // Toy model v = x, x_0 = 1 (a one-element latent).
 std::vector<float> toy_run(UniPCMultistepScheduler& s, int n, std::vector<int>* orders = nullptr) {
@@ -178,7 +178,7 @@ TEST(UniPCSpecExample, SingleStepReturnsX0) {
 
 // ------------------------------------------------------------ independent float64 reference
 
-// A direct float64 transcription of spec §5/§6 with a general 2×2 solve,
+// A direct float64 transcription of docs/schedulers.md §5/§6 with a general 2×2 solve,
 // used to check paths the goldens do not cover (solver_order 1, long runs).
 std::vector<double> reference_run(const std::vector<float>& sigmas_f, int solver_order, double x_init) {
   const int n = int(sigmas_f.size()) - 1;
@@ -301,7 +301,7 @@ TEST(UniPCState, RejectsMisuse) {
 
 TEST(UniPCState, DuplicateLeadingTimestepsStartAtIndexZero) {
   // With s = 10 and N >= 101 the first two truncated timesteps are both 999;
-  // the reference would skip σ_0 (spec §7), stepmix runs every step.
+  // the reference would skip σ_0 (docs/schedulers.md §7), stepmix runs every step.
   UniPCMultistepScheduler s(shift10());
   const auto trace = toy_run(s, 101);
   EXPECT_EQ(s.timesteps()[0], 999);

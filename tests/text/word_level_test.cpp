@@ -70,6 +70,20 @@ TEST(Tokenizer, WordLevelWithLowercaseAndWhitespace) {
   EXPECT_EQ(p.negative_ids, (std::vector<int64_t>{3, 10, 1, 2}));
 }
 
+TEST(Tokenizer, WordLevelReportsUnknownWordsAndTheNearestKnownOnes) {
+  const Tokenizer tok = Tokenizer::from_json_text(kTokenizer, "tok.json");
+  std::vector<std::string> unknown;
+  EXPECT_EQ(tok.encode("A photo of an Ankle bot", &unknown), (std::vector<int64_t>{3, 4, 5, 0, 6, 0}));
+  EXPECT_EQ(unknown, (std::vector<std::string>{"an", "bot"}));  // as normalised, in order
+  unknown.clear();
+  tok.encode("ankle boot", &unknown);
+  EXPECT_TRUE(unknown.empty());
+  const std::vector<std::string> near = tok.nearest_words("bot", 3);
+  ASSERT_EQ(near.size(), 3u);
+  EXPECT_EQ(near[0], "boot");  // one edit away; special tokens are never suggested
+  for (const std::string& w : near) EXPECT_TRUE(w.find('<') == std::string::npos && w != "[UNK]") << w;
+}
+
 TEST(Tokenizer, AddedTokensMatchVerbatimBeforeNormalisation) {
   const Tokenizer tok = Tokenizer::from_json_text(kTokenizer, "tok.json");
   EXPECT_EQ(tok.encode("boot<|im_end|>a"), (std::vector<int64_t>{7, 1, 3}));

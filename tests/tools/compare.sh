@@ -58,7 +58,7 @@ grep -qF '"name": "w8a16"' "$tmp/c/report.json" || fail "bf16 reference: no w8a1
 grep -qF 'BF16 checkpoint' "$tmp/c/report.json" || fail "bf16 reference: description"
 grep -qF '"classifier": null' "$tmp/c/report.json" || fail "no classifier expected"
 
-expect_error out_exists "--out $tmp/a exists" compare "${common[@]}" --out "$tmp/a"
+expect_error out_exists "--out $tmp/a: exists; only a folder stepmix wrote can be replaced" compare "${common[@]}" --out "$tmp/a"
 "$bin" compare "${common[@]}" --out "$tmp/a" --force >/dev/null 2>&1 || fail "--force"
 expect_error zero_seeds "--seeds: expected an integer >= 1" compare "${common[@]}" --seeds 0 --out "$tmp/e"
 expect_error bad_policy "--policy: expected first-last:F,L" compare "${common[@]}" --policy 3,3 --out "$tmp/e"

@@ -27,10 +27,10 @@ expect_ok image "image: $tmp/image.png" "${run[@]}" --frames 1 --out "$tmp/image
 
 # Image-to-video from one of the frames (a 48x32 PNG).
 expect_ok image-to-video "video: $tmp/i2v.mp4" \
-  "${run[@]}" --frames 5 --image "$tmp/frames/frame_00002.png" --out "$tmp/i2v.mp4" --save-latents "$tmp/i2v.safetensors"
+  "${run[@]}" --frames 5 --fps 12 --image "$tmp/frames/frame_00002.png" --out "$tmp/i2v.mp4" --save-latents "$tmp/i2v.safetensors"
 cmp -s "$tmp/i2v.safetensors" "$tmp/latent.safetensors" && fail "image-to-video: the image changed nothing"
 
-expect_ok no-decode "latents: $tmp/only.safetensors" "${run[@]}" --frames 5 --no-decode --save-latents "$tmp/only.safetensors"
+expect_ok no-decode "latents: $tmp/only.safetensors" "${run[@]}" --frames 5 --fps 12 --no-decode --save-latents "$tmp/only.safetensors"
 cmp -s "$tmp/only.safetensors" "$tmp/latent.safetensors" || fail "no-decode: another latent than the decoding run's"
 
 # ---------------------------------------------------------------- errors
@@ -41,11 +41,11 @@ expect_rejected image-not-png "$model/transformer/config.json" "" \
   "${run[@]}" --frames 5 --image "$model/transformer/config.json" --out "$tmp/x.mp4"
 expect_rejected image-of-an-image "--image" "image-to-video needs a video of 5 or more frames" \
   "${run[@]}" --frames 1 --image "$tmp/image.png" --out "$tmp/x.png"
-expect_rejected bad-extension "$tmp/x.avi" "extension '.avi' is not supported here; expected .png or .mp4" \
+expect_rejected bad-extension "$tmp/x.avi" "extension '.avi' is not supported here; expected .png, .mp4 or .safetensors" \
   "${run[@]}" --frames 5 --out "$tmp/x.avi"
 expect_rejected frames-dir-exists "$tmp/frames" "exists" "${run[@]}" --frames 5 --frames-dir "$tmp/frames" --out "$tmp/x.mp4"
-expect_rejected video-without-vae "--out $tmp/x.mp4" "video needs a model with vae/" \
-  generate --model "$golden/transformer" --prompt-ids 28,93,94,95 --latent-shape 4,2,4,4 --steps 1 --out "$tmp/x.mp4"
+expect_rejected video-without-vae "--out $tmp/x.mp4" "video is decoded by the model's vae/" \
+  generate --model "$golden/transformer" --prompt-ids 28,93,94,95 --guidance 1 --latent-shape 4,2,4,4 --steps 1 --out "$tmp/x.mp4"
 for f in x.png x.mp4 x.safetensors x.avi; do [[ ! -e $tmp/$f ]] || fail "$f was written by a refused run"; done
 ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary output was left behind"
 

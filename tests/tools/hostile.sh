@@ -472,7 +472,7 @@ gen latent_overflow "latent 4,9223372036854775807,9223372036854775807,2" "larger
   "${ids[@]}" --latent-shape 4,9223372036854775807,9223372036854775807,2
 gen latent_not_int "--latent-shape" "expected comma-separated integers" --model "$fp8" "${ids[@]}" \
   --latent-shape 4,1,99999999999999999999,4
-gen frames_huge "latent 4,500000000,125000000,125000000" "larger than the limit" --model "$fp8" "${ids[@]}" \
+gen frames_huge "--frames" "expected an integer in [1, 4097], got 2000000000" --model "$fp8" "${ids[@]}" \
   --height 2000000000 --width 2000000000 --frames 2000000000
 gen tokenizer "$tmp/dir_tokenizer/text_tokenizer/tokenizer.json" "model.type: \"Unigram\" is not supported" \
   --model "$tmp/dir_tokenizer" --prompt "a boot" --latent-shape 4,1,4,4
@@ -487,9 +487,9 @@ gen scheduler_fifo "$tmp/scheduler.fifo" "not a regular file" --model "$fp8" "${
   --scheduler-config "$tmp/scheduler.fifo"
 gen scheduler_dir_fifo "$tmp/dir_scheduler_fifo/scheduler/scheduler_config.json" "not a regular file" \
   --model "$tmp/dir_scheduler_fifo" "${ids[@]}" --latent-shape 4,1,4,4
-gen defaults "$tmp/dir_defaults/model_index.json: stepmix.height" "expected a positive integer" --model "$tmp/dir_defaults" \
+gen defaults "$tmp/dir_defaults/model_index.json: stepmix.height" "expected an integer in [1, 16384]" --model "$tmp/dir_defaults" \
   "${ids[@]}"
-gen defaults_huge "$tmp/dir_defaults_huge/model_index.json: stepmix.height" "expected a positive integer" \
+gen defaults_huge "$tmp/dir_defaults_huge/model_index.json: stepmix.height" "expected an integer in [1, 16384], got 1e+300" \
   --model "$tmp/dir_defaults_huge" "${ids[@]}"
 
 # checkpoint content that would change the model (accepted and ignored before)

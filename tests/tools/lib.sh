@@ -22,6 +22,8 @@ fi
 bin=$1
 data=$2
 golden=$data/golden/cosmos3-tiny
+# The embedded models (pixel-space: their latents are pictures).
+models=$(cd "$data/../../models" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 checks=0

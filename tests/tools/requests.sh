@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Hostile and careless requests: option values out of range or empty, seeds,
+# non-finite inputs and weights, outputs that would clobber an input, batch
+# runs, metadata, warnings and the short option names. Every refusal is exit 2
+# with one stderr line naming the option or file and what was expected, and
+# nothing is written. $1 = stepmix binary, $2 = tests/data.
+set -u
+source "$(dirname "$0")/lib.sh" "$@"
+
+fp8=$golden/transformer-fp8
+ids=(--prompt-ids 1,2,3)
+small=(--latent-shape 4,1,4,4 --steps 2 --guidance 1)
+x=(--out "$tmp/o/x.safetensors")
+fashion=$models/fashion-cosmos3-fp8
+o=$tmp/o
+mkdir -p "$o"
+
+# nothing_written NAME: the refused requests left no file behind in $o.
+nothing_written() {
+  [[ -z $(ls -A "$o") ]] || fail "$1: left $(ls -A "$o")"
+}
+
+# --- option values ---------------------------------------------------------
+gen() { expect_rejected "generate:$1" "$2" "$3" generate --model "$fp8" "${ids[@]}" "${@:4}"; }
+gen seed_negative "--seed" "expected an integer in [0, 18446744073709551615] or -1" "${small[@]}" "${x[@]}" --seed -2
+gen seed_2_64 "--seed" "got '18446744073709551616'" "${small[@]}" "${x[@]}" --seed 18446744073709551616
+gen seed_word "--seed" "got 'abc'" "${small[@]}" "${x[@]}" --seed abc
+gen seed_empty "--seed" "empty value" "${small[@]}" "${x[@]}" --seed=
+gen steps_empty "--steps" "empty value" --latent-shape 4,1,4,4 "${x[@]}" --steps ''
+gen guidance_empty "--guidance" "empty value" --latent-shape 4,1,4,4 --steps 2 --guidance=
+gen guidance_nan "--guidance" "expected a finite number in [0, 100], got nan" --latent-shape 4,1,4,4 "${x[@]}" --steps 2 --guidance nan
+gen guidance_inf "--guidance" "got inf" --latent-shape 4,1,4,4 "${x[@]}" --steps 2 --guidance inf
+gen guidance_1e400 "--guidance" "got inf" --latent-shape 4,1,4,4 "${x[@]}" --steps 2 --guidance 1e400
+gen guidance_negative "--guidance" "got -1" --latent-shape 4,1,4,4 "${x[@]}" --steps 2 --guidance -1
+gen steps_1e9 "--steps" "expected an integer in [1, 10000], got 1000000000" --latent-shape 4,1,4,4 "${x[@]}" --steps 1000000000
+gen height_huge "--height" "expected an integer in [1, 16384], got 16400" --steps 2 --height 16400 --width 16 "${x[@]}"
+gen flow_shift_nan "--flow-shift" "got nan" "${small[@]}" "${x[@]}" --flow-shift nan
+gen threads_zero "--threads" "" "${small[@]}" "${x[@]}" -t 0
+nothing_written "option values"
+expect_rejected inspect_steps_huge "--steps" "expected an integer in [1, 10000], got 100000000" inspect "$fp8" --steps 100000000
+expect_rejected unknown_command "'generat'" "unknown command" generat --model "$fp8"
+expect_rejected unknown_option "--sed" "" generate --model "$fp8" "${ids[@]}" --sed 3
+
+# --- non-finite inputs and weights ------------------------------------------
+/usr/bin/python3 - "$fp8" "$tmp" <<'PY' || { echo "FAIL: could not build the inputs"; exit 1; }
+import json, os, shutil, struct, sys
+fp8, tmp = sys.argv[1], sys.argv[2]
+ST = "diffusion_pytorch_model.safetensors"
+
+def write_st(path, tensors):  # name -> (dtype, shape, bytes)
+    header, blobs, off = {}, [], 0
+    for name, (dtype, shape, data) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+vals = [0.5] * 64
+vals[17] = float("nan")
+write_st(os.path.join(tmp, "nan_noise.safetensors"), {"noise": ("F32", [1, 4, 1, 4, 4], struct.pack("<64f", *vals))})
+
+# One FP8 code of one governed weight set to 0x7F, E4M3's NaN.
+dst = os.path.join(tmp, "nan_weight")
+shutil.copytree(fp8, dst)
+raw = bytearray(open(os.path.join(dst, ST), "rb").read())
+(n,) = struct.unpack("<Q", raw[:8])
+header = json.loads(raw[8:8 + n])
+# Layer 0: the last layer's text-tower MLP feeds nothing the vision rows read.
+name = "layers.0.mlp.down_proj.weight"
+assert header[name]["dtype"] == "F8_E4M3", header[name]
+raw[8 + n + header[name]["data_offsets"][0] + 5] = 0x7F
+open(os.path.join(dst, ST), "wb").write(raw)
+PY
+expect_rejected noise_nan "$tmp/nan_noise.safetensors: tensor 'noise'" "non-finite value at element 17" \
+  generate --model "$fp8" "${ids[@]}" "${small[@]}" --noise "$tmp/nan_noise.safetensors" --out $o/x.safetensors
+nothing_written noise_nan
+# Without the scan the NaN surfaces in the first velocity: the error names the
+# step, the precision and the first tensor that went non-finite.
+expect_rejected weight_nan_step "step 1 of 2" "non-finite" \
+  generate --model "$tmp/nan_weight" "${ids[@]}" "${small[@]}" --out $o/x.safetensors
+grep -qF "und_hidden.0" "$tmp/err" || fail "weight_nan_step: the error does not name the first non-finite tensor: $(cat "$tmp/err")"
+nothing_written weight_nan_step
+expect_rejected weight_nan_scan "tensor 'layers.0.mlp.down_proj.weight'" "NaN" \
+  generate --model "$tmp/nan_weight" "${ids[@]}" "${small[@]}" --check-tensors --out $o/x.safetensors
+expect_rejected weight_nan_inspect "tensor 'layers.0.mlp.down_proj.weight'" "NaN" inspect "$tmp/nan_weight"
+expect_rejected quantize_guidance_nan "--guidance" "got nan" quantize --model "$models/fashion-cosmos3-bf16" \
+  --out $o/q --steps 2 --guidance nan
+expect_rejected compare_guidance_nan "--guidance" "got nan" compare --model "$fashion" --prompts \
+  "$fashion/compare_prompts.txt" --seeds 1 --steps 2 --guidance nan --out $o/c
+nothing_written "quantize/compare"
+
+# --- inputs that are no text files ------------------------------------------
+expect_rejected calib_dev_zero "/dev/zero" "not a regular file" quantize --model "$models/fashion-cosmos3-bf16" \
+  --out $o/q --calib-prompts /dev/zero
+mkfifo "$tmp/prompts.fifo"
+expect_rejected calib_fifo "$tmp/prompts.fifo" "not a regular file" quantize --model "$models/fashion-cosmos3-bf16" \
+  --out $o/q --calib-prompts "$tmp/prompts.fifo"
+expect_rejected compare_fifo "$tmp/prompts.fifo" "not a regular file" compare --model "$fashion" \
+  --prompts "$tmp/prompts.fifo" --seeds 1 --out $o/c
+nothing_written "text inputs"
+
+# --- outputs ------------------------------------------------------------------
+gen out_jpg "--out $o/x.jpg" "extension '.jpg' is not supported here" "${small[@]}" --out $o/x.jpg
+gen latents_png "--save-latents $o/l.png" "expected .safetensors" "${small[@]}" --save-latents $o/l.png
+gen same_file "--save-latents $o/x.safetensors" "names the same file as --out" "${small[@]}" "${x[@]}" \
+  --save-latents $o/x.safetensors
+cp "$golden/trajectory/inputs.safetensors" "$tmp/noise_copy.safetensors" 2>/dev/null || true
+if [[ -f "$tmp/noise_copy.safetensors" ]]; then
+  before=$(sha256sum "$tmp/noise_copy.safetensors")
+  expect_rejected out_is_input "$tmp/noise_copy.safetensors" "input" generate --model "$fp8" "${ids[@]}" \
+    --latent-shape 4,1,6,8 --steps 2 --guidance 1 --noise "$tmp/noise_copy.safetensors" --out "$tmp/noise_copy.safetensors"
+  [[ $(sha256sum "$tmp/noise_copy.safetensors") == "$before" ]] || fail "out_is_input: the noise file changed"
+fi
+gen batch_no_pattern "--out" "%d" "${small[@]}" "${x[@]}" --batch-count 3
+nothing_written outputs
+
+# --- what runs ----------------------------------------------------------------
+expect_ok short_names "image: $o/boot.png" generate -m "$fashion" -p "a boot" -s 7 -W 28 -H 28 --steps 3 -o $o/boot.png
+expect_ok png_metadata "Seed: 7" inspect --image $o/boot.png
+meta=$("$bin" inspect --image "$o/boot.png")
+grep -qF "a boot" <<<"$meta" || fail "png_metadata: the prompt is not in the PNG's parameters: $meta"
+
+out=$("$bin" generate -m "$fashion" -p "a boot" -s 40 --steps 3 -b 3 -o "$o/b%d.png" --json 2>"$tmp/err")
+checks=$((checks + 1))
+for i in 0 1 2; do
+  [[ -f $o/b$i.png ]] || fail "batch: $o/b$i.png missing"
+  grep -qF "Seed: $((40 + i))" <<<"$("$bin" inspect --image "$o/b$i.png")" || fail "batch: $o/b$i.png lacks seed $((40 + i))"
+done
+cmp -s $o/b0.png $o/b1.png && fail "batch: two seeds gave the same picture"
+[[ $(grep -o '"seed"' <<<"$out" | wc -l) -eq 3 ]] || fail "batch --json: expected three objects: $out"
+
+checks=$((checks + 1))
+"$bin" generate -m "$fashion" -p "a boot" --steps 2 -s -1 --json -o $o/r.png >"$tmp/json.txt" 2>/dev/null ||
+  fail "random seed: exit $?"
+seed=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seed"])' "$tmp/json.txt")
+grep -qF "Seed: $seed" <<<"$("$bin" inspect --image $o/r.png)" || fail "random seed $seed is not the one recorded"
+
+expect_ok unknown_word "trace:" generate -m "$fashion" -p "a bot" --steps 2 -o $o/w.png
+grep -qF 'prompt word "bot" is not in the vocabulary' "$tmp/err" || fail "unknown_word: no warning: $(cat "$tmp/err")"
+grep -qF 'nearest: boot' "$tmp/err" || fail "unknown_word: no suggestion: $(cat "$tmp/err")"
+
+# Prompt ids without a negative: a checkpoint without a tokenizer still runs CFG.
+expect_ok ids_without_negative "trace:" generate --model "$fp8" --prompt-ids 28,93,12,50 --latent-shape 4,1,4,4 \
+  --steps 2 --guidance 3 --out $o/n.safetensors
+
+# Threads change the speed, never the bits.
+expect_ok threads_1 "trace:" generate -m "$fashion" -p "a boot" --steps 3 -t 1 -o $o/t1.png
+expect_ok threads_2 "trace:" generate -m "$fashion" -p "a boot" --steps 3 -t 2 -o $o/t2.png
+cmp -s $o/t1.png $o/t2.png || fail "threads: -t 1 and -t 2 wrote different pictures"
+
+# Pipeline scheduler settings of model_index.json and scheduler_config.json.
+/usr/bin/python3 - "$fashion" "$tmp" <<'PY' || fail "could not build the scheduler cases"
+import json, os, shutil, sys
+src, tmp = sys.argv[1], sys.argv[2]
+for name, edit in (("native", lambda idx, sch: idx.update(use_native_flow_schedule=True)),
+                   ("native_bad", lambda idx, sch: idx.update(use_native_flow_schedule="yes")),
+                   ("karras", lambda idx, sch: sch.update(use_karras_sigmas=True, flow_shift=3.0))):
+    dst = os.path.join(tmp, name)
+    shutil.copytree(src, dst)
+    idx_path, sch_path = os.path.join(dst, "model_index.json"), os.path.join(dst, "scheduler", "scheduler_config.json")
+    idx, sch = json.load(open(idx_path)), json.load(open(sch_path))
+    edit(idx, sch)
+    json.dump(idx, open(idx_path, "w"))
+    json.dump(sch, open(sch_path, "w"))
+PY
+expect_ok native_grid "trace:" generate -m "$tmp/native" -p boot -o "$o/native.png" --save-latents "$o/native.safetensors"
+grep -qF "UniPC on the native flow grid" "$tmp/err" || fail "native_grid: no note: $(cat "$tmp/err")"
+expect_ok default_grid "trace:" generate -m "$fashion" -p boot -o "$o/default.png" --save-latents "$o/default.safetensors"
+cmp -s "$o/native.safetensors" "$o/default.safetensors" && fail "native_grid: the same latent as the default grid"
+expect_rejected native_not_bool "$tmp/native_bad/model_index.json: use_native_flow_schedule" "expected true or false" \
+  generate -m "$tmp/native_bad" -p boot -o "$o/x.png"
+# A distilled build: FlowMatch Euler with a fixed sigma list, drawing fresh noise every step from the
+# seed's generator (one seed, one run).
+mkdir -p "$tmp/distilled"
+cp -r "$fashion/." "$tmp/distilled/"
+cat >"$tmp/distilled/scheduler/scheduler_config.json" <<'JSON'
+{"_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 1.0,
+ "stochastic_sampling": true, "use_karras_sigmas": false, "fixed_step_requires_explicit_sigmas": true,
+ "fixed_step_sampler_config": {"sample_type": "sde", "t_list": [1.0, 0.9375, 0.8333333333333334, 0.625]}}
+JSON
+for run in a b; do
+  expect_ok "distilled_$run" "trace: W8A16x4" generate -m "$tmp/distilled" -p boot --steps 4 -s 3 -o "$o/d$run.png" \
+    --save-latents "$o/d$run.safetensors"
+done
+expect_ok distilled_seed "trace:" generate -m "$tmp/distilled" -p boot --steps 4 -s 4 -o "$o/dc.png" \
+  --save-latents "$o/dc.safetensors"
+cmp -s "$o/da.safetensors" "$o/db.safetensors" || fail "distilled: the same seed gave different latents"
+cmp -s "$o/da.safetensors" "$o/dc.safetensors" && fail "distilled: two seeds gave the same latent"
+expect_rejected distilled_steps "--steps" "expected 4 steps (--steps), got 8" generate -m "$tmp/distilled" -p boot \
+  --steps 8 -o "$o/x.png"
+[[ -e $o/x.png ]] && fail "distilled_steps: wrote $o/x.png"
+
+# A checkpoint file asking for Karras sigmas with a shift runs as the pipeline does: Karras off, said.
+expect_ok karras_off "trace:" generate -m "$tmp/karras" -p boot -o "$o/karras.png"
+grep -qF "use_karras_sigmas true is turned off" "$tmp/err" || fail "karras_off: no note: $(cat "$tmp/err")"
+
+# The progress bar (drawn only on a terminal: util-linux's script gives one).
+if command -v script >/dev/null; then
+  checks=$((checks + 1))
+  bar=$(script -qc "'$bin' generate -m '$fashion' -p boot --steps 4 -o '$o/bar.png'" /dev/null | tr '\r' '\n')
+  grep -qF "step 1/4  0.00 it/s  ETA --" <<<"$bar" || fail "progress: no 'ETA --' before the first step: $bar"
+  grep -qF "[##############################] step 4/4" <<<"$bar" || fail "progress: not full at the end: $bar"
+  plan_line=$(grep -n "^mixed_precision" <<<"$bar" | head -1 | cut -d: -f1)
+  first_bar=$(grep -n "step 1/4" <<<"$bar" | head -1 | cut -d: -f1)
+  [[ -n $plan_line && -n $first_bar && $plan_line -lt $first_bar ]] || fail "progress: the plan line is not printed before sampling: $bar"
+fi
+
+finish requests
