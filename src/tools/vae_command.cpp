@@ -28,8 +28,10 @@ struct VaeCliOptions {
     // One line on stderr when it is a terminal, rewritten per latent frame.
     if (isatty(STDERR_FILENO))
       r.progress = [what](int64_t done, int64_t total) {
-        std::fprintf(stderr, done < total ? "\r%s: latent frame %lld/%lld   " : "\r%60s\r", what, (long long)done,
-                     (long long)total);
+        if (done < total)
+          std::fprintf(stderr, "\r%s: latent frame %lld/%lld   ", what, (long long)done, (long long)total);
+        else
+          std::fprintf(stderr, "\r%60s\r", "");  // the last frame: the line is cleared
       };
     return r;
   }
