@@ -30,6 +30,9 @@ expect_ok image-to-video "video: $tmp/i2v.mp4" \
   "${run[@]}" --frames 5 --fps 12 --image "$tmp/frames/frame_00002.png" --out "$tmp/i2v.mp4" --save-latents "$tmp/i2v.safetensors"
 cmp -s "$tmp/i2v.safetensors" "$tmp/latent.safetensors" && fail "image-to-video: the image changed nothing"
 
+expect_ok json '"video": "'"$tmp/j.mp4"'"' "${run[@]}" --frames 5 --out "$tmp/j.mp4" --frames-dir "$tmp/j" --json
+grep -qF '"frames_dir": "'"$tmp/j2"'"' <<<"$(timeout "$STEPMIX_TEST_TIMEOUT" "$bin" "${run[@]}" --frames 5 --frames-dir "$tmp/j2" --json)" ||
+  fail "json: no frames_dir in the outputs"
 expect_ok no-decode "latents: $tmp/only.safetensors" "${run[@]}" --frames 5 --fps 12 --no-decode --save-latents "$tmp/only.safetensors"
 cmp -s "$tmp/only.safetensors" "$tmp/latent.safetensors" || fail "no-decode: another latent than the decoding run's"
 
