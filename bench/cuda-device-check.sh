@@ -6,16 +6,28 @@
 #      (made beforehand by `--prepare` on a machine with apt), unpacked into
 #      .deps/prefix with dpkg -x;
 #   3. configure (STEPMIX_CUDA=ON, benchmarks on, ptxas resource report) and
-#      build only test_cuda and bench_cuda;
+#      build only stepmix, test_cuda, bench_cuda and bench_cuda_forward;
 #   4. stop here, exit 3, when there is no usable GPU (all of the above is
 #      what a machine without one can check);
-#   5. ctest -L cuda;
-#   6. bench_cuda (ceilings, Linear, attention) and its PyTorch peer
+#   5. ctest -L cuda (the CUDA tests, the golden trajectories on the GPU
+#      among them, and the --device CLI script);
+#   6. bench/cuda_generate_check.sh: the embedded FP8 model generates 35
+#      steps through the CLI with --device cuda and --device cpu (bf16): the
+#      same trace, latents close; `stepmix bench --device cuda` (step times,
+#      peak GPU memory);
+#   7. the Nano-shaped transformer forward: bench_cuda_forward (seeded random
+#      checkpoints of 1 and CUDA_CHECK_FORWARD_LAYERS layers, default 4,
+#      written under the build folder) and its PyTorch eager peer
+#      bench/cuda_peer_forward.py, at 44,160 and 1,024 vision tokens, dense /
+#      W8A16 / W8A8;
+#   8. bench_cuda (ceilings, Linear, attention) and its PyTorch peer
 #      bench/cuda_peer.py (python3 with torch) in the same run;
-#   7. bench/cuda_summary.py: the tables, ratios and targets.
+#   9. bench/cuda_summary.py: the tables, ratios, targets, the mixed against
+#      the all-W8A8 schedule and the 35-step 720p Nano estimate.
 # Everything goes to OUT_DIR (default bench/results/cuda-device/), at most 8
-# files: device-check.log (this run), build.log, ctest.log, stepmix.jsonl,
-# torch.jsonl, summary.txt, summary.json.
+# files: device-check.log (this run), build.log, ctest.log, generate.json,
+# stepmix.jsonl, torch.jsonl (kernels and forwards of each side), summary.txt,
+# summary.json.
 # Bounded to CUDA_CHECK_SECONDS (default 450) in all; every step has its own
 # timeout, cut to what is left. Exit: 0 everything passed, 1 a step failed,
 # 3 no usable GPU (after the build).
@@ -23,7 +35,8 @@
 # usage: bash bench/cuda-device-check.sh [OUT_DIR]     (from anywhere)
 #        bash bench/cuda-device-check.sh --prepare     (download .deps/debs here, with apt)
 # env:   CUDA_CHECK_BUILD (build folder, default build-cuda-check), CUDA_CHECK_SECONDS,
-#        CUDA_CHECK_QUICK=1 (small benchmark shapes), CUDA_CHECK_JOBS (build jobs, default nproc)
+#        CUDA_CHECK_QUICK=1 (small benchmark shapes), CUDA_CHECK_JOBS (build jobs, default nproc),
+#        CUDA_CHECK_FORWARD_LAYERS (the larger layer count of the forward benchmark, default 4)
 # The steps' functions are called through step/local_step, and the bash -c
 # bodies are single-quoted on purpose (their $1... are the arguments after _).
 # shellcheck disable=SC2016,SC2317
@@ -35,10 +48,14 @@ build="${CUDA_CHECK_BUILD:-$root/build-cuda-check}"
 jobs="${CUDA_CHECK_JOBS:-$(nproc)}"
 quick=()
 [[ "${CUDA_CHECK_QUICK:-0}" == 1 ]] && quick=(--quick)
+forward_layers="${CUDA_CHECK_FORWARD_LAYERS:-4}"
 # Debian packages the configure step needs beyond CMake, a C++ compiler and
-# the CUDA toolkit: the project's find_package()s (scripts/setup.sh installs
-# the same by name) and the shared libraries libpng links.
-deb_packages=(nlohmann-json3-dev libcli11-dev libgtest-dev libpng-dev libpng16-16 zlib1g-dev zlib1g)
+# the CUDA toolkit: the project's find_package()s and pkg-config modules
+# (scripts/setup.sh installs the same by name), the shared libraries they
+# link and pkgconf itself (a machine may have no pkg-config).
+deb_packages=(nlohmann-json3-dev libcli11-dev libgtest-dev libpng-dev libpng16-16 zlib1g-dev zlib1g
+  libonig-dev libonig5 libutf8proc-dev libutf8proc2 libssl-dev libssl3 libfreetype-dev libfreetype6 libbrotli1
+  libfontconfig-dev libfontconfig1 libexpat1 pkgconf-bin libpkgconf3)
 
 prepare() {
   mkdir -p "$deps/debs" || return 1
@@ -129,6 +146,7 @@ unpack_deb() {  # deb, destination
 # Sets prefix_path when .deps/debs is present: unpacks every package into
 # .deps/prefix and points absolute symlinks (zlib's) inside it.
 prefix_path=""
+pkg_config=""
 dependencies() {
   local deb link target
   if ! compgen -G "$deps/debs/*.deb" >/dev/null; then
@@ -146,6 +164,12 @@ dependencies() {
   done < <(find "$deps/prefix" -type l)
   prefix_path="$deps/prefix/usr"
   export LD_LIBRARY_PATH="$deps/prefix/usr/lib/x86_64-linux-gnu:$deps/prefix/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # pkg-config modules (oniguruma, utf8proc) from the prefix only; their
+  # .pc files say /usr, which the sysroot maps into the prefix.
+  export PKG_CONFIG_SYSROOT_DIR="$deps/prefix"
+  export PKG_CONFIG_LIBDIR="$deps/prefix/usr/lib/x86_64-linux-gnu/pkgconfig:$deps/prefix/usr/share/pkgconfig"
+  [[ -x "$deps/prefix/usr/bin/pkgconf" ]] && pkg_config="$deps/prefix/usr/bin/pkgconf"
+  return 0
 }
 
 configure_args=()
@@ -153,6 +177,7 @@ configure_arguments() {
   configure_args=(-S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTEPMIX_CUDA=ON -DSTEPMIX_BUILD_TESTS=ON
     -DSTEPMIX_BUILD_BENCH=ON "-DCMAKE_CUDA_FLAGS=-Xptxas=-v")
   [[ -n "$prefix_path" ]] && configure_args+=("-DCMAKE_PREFIX_PATH=$prefix_path")
+  [[ -n "$pkg_config" ]] && configure_args+=("-DPKG_CONFIG_EXECUTABLE=$pkg_config")
   if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
     configure_args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
   fi
@@ -167,9 +192,9 @@ main() {
   local_step "environment" environment
   local_step "dependencies" dependencies || { echo "DEPENDENCIES FAILED"; return 1; }
   configure_arguments
-  step 120 "configure" cmake "${configure_args[@]}" || { echo "CONFIGURE FAILED"; return 1; }
+  step 60 "configure" cmake "${configure_args[@]}" || { echo "CONFIGURE FAILED"; return 1; }
   # The ptxas report (registers, spills per kernel) stays in build.log.
-  step 330 "build test_cuda bench_cuda" bash -c 'set -o pipefail; cmake --build "$1" --target test_cuda bench_cuda -j "$2" 2>&1 | tee "$3/build.log" | { grep --line-buffered -E "error|warning|[1-9][0-9]* bytes spill|^FAILED" || true; }' _ "$build" "$jobs" "$out" ||
+  step 300 "build" bash -c 'set -o pipefail; cmake --build "$1" --target stepmix test_cuda bench_cuda bench_cuda_forward -j "$2" 2>&1 | tee "$3/build.log" | { grep --line-buffered -E "error|warning|[1-9][0-9]* bytes spill|^FAILED" || true; }' _ "$build" "$jobs" "$out" ||
     { echo "BUILD FAILED (see build.log)"; return 1; }
   awk '/Used [0-9]+ registers/ { n++; if ($5 > r) r = $5 } / bytes spill stores/ && $5 > 0 { s++ }
     END { printf "ptxas (build.log): %d kernel builds, at most %d registers, %d with spills\n", n, r, s }' "$out/build.log"
@@ -181,22 +206,22 @@ main() {
     echo "== no GPU: stopping after the build ($(sed -n 's/.*"reason": "\([^"]*\)".*/\1/p' <<<"$device"))"
     return 3
   fi
-  step 150 "ctest -L cuda" bash -c 'cd "$1" && ctest -L cuda -j 8 --output-on-failure --timeout 120 >"$2/ctest.log" 2>&1; rc=$?; tail -25 "$2/ctest.log"; exit $rc' _ "$build" "$out" ||
+  step 120 "ctest -L cuda" bash -c 'cd "$1" && ctest -L cuda -j 8 --output-on-failure --timeout 100 >"$2/ctest.log" 2>&1; rc=$?; tail -25 "$2/ctest.log"; exit $rc' _ "$build" "$out" ||
     status=1
-  step 150 "bench_cuda" bash -c '"$1" --info --ceilings --linear --attention "${@:3}" | tee "$2/stepmix.jsonl"' _ "$bench" "$out" "${quick[@]}" ||
+  step 60 "generate on both devices" bash "$here/cuda_generate_check.sh" "$build/stepmix" "$root/models/fashion-cosmos3-fp8" "$out/generate.json" ||
     status=1
-  step 150 "PyTorch peer" env PYTHONUNBUFFERED=1 bash -c 'python3 "$1/cuda_peer.py" --ceilings --linear --attention "${@:3}" | tee "$2/torch.jsonl"' _ "$here" "$out" "${quick[@]}" ||
+  # The forward first: kernel timings exist without it, the Nano estimate not.
+  local forward_tokens="44160,1024"
+  [[ ${#quick[@]} -gt 0 ]] && forward_tokens="4096,1024"
+  step 120 "Nano-shaped forward (stepmix)" bash -c '"$1" --dir "$2" --layers "1,$3" --tokens "$4" | tee "$5/stepmix.jsonl"' _ "$build/bench/bench_cuda_forward" "$build/nano-checkpoints" "$forward_layers" "$forward_tokens" "$out" ||
     status=1
-  # ---------------------------------------------------------------- TODO
-  # After the backend seam (the transformer, pipeline and VAE on the
-  # backend): a Cosmos3-Nano-shaped forward (hidden 4096, FFN 12288, 32/8
-  # heads, head_dim 128, as many layers as fit, seeded weights made on the
-  # GPU) at 44,160 and 1,024 vision tokens in BF16 / W8A16 / W8A8 against a
-  # PyTorch eager peer of the same architecture; the mixed schedule against
-  # all-W8A8 (per-step times, 35-step total); the 35-step 720p estimate.
-  echo
-  echo "######## transformer forward benchmark: not yet (needs the backend seam)"
-  step 30 "summary" bash -c 'python3 "$1/cuda_summary.py" "$2/stepmix.jsonl" "$2/torch.jsonl" "$2/summary.json" | tee "$2/summary.txt"' _ "$here" "$out" ||
+  step 100 "Nano-shaped forward (PyTorch peer)" env PYTHONUNBUFFERED=1 bash -c 'python3 "$1/cuda_peer_forward.py" --layers "1,$2" --tokens "$3" | tee "$4/torch.jsonl"' _ "$here" "$forward_layers" "$forward_tokens" "$out" ||
+    status=1
+  step 90 "bench_cuda" bash -c '"$1" --info --ceilings --linear --attention "${@:3}" | tee -a "$2/stepmix.jsonl"' _ "$bench" "$out" "${quick[@]}" ||
+    status=1
+  step 90 "PyTorch peer" env PYTHONUNBUFFERED=1 bash -c 'python3 "$1/cuda_peer.py" --ceilings --linear --attention "${@:3}" | tee -a "$2/torch.jsonl"' _ "$here" "$out" "${quick[@]}" ||
+    status=1
+  step 20 "summary" bash -c 'python3 "$1/cuda_summary.py" "$2/stepmix.jsonl" "$2/torch.jsonl" "$2/summary.json" | tee "$2/summary.txt"' _ "$here" "$out" ||
     status=1
   grep -q '"pass": false' "$out/stepmix.jsonl" 2>/dev/null && { echo "a bench_cuda spot check FAILED"; status=1; }
   ((failed)) && status=1
@@ -207,7 +232,7 @@ main() {
 
 case "${1:-}" in
   --prepare) prepare; exit $? ;;
-  -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,39p' "$0"; exit 0 ;;
 esac
 out="${1:-$root/bench/results/cuda-device}"
 mkdir -p "$out" || exit 1

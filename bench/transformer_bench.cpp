@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "core/thread_pool.hpp"
 #include "io/checkpoint.hpp"
 #include "io/safetensors.hpp"
@@ -37,18 +38,8 @@
 namespace {
 
 using namespace stepmix;
+using bench::parse_list;
 
-std::vector<int64_t> parse_list(const std::string& text) {
-  std::vector<int64_t> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t end = text.find(',', start);
-    out.push_back(std::stoll(text.substr(start, end - start)));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
 
 struct Options {
   std::map<std::string, std::string> values;
@@ -110,16 +101,16 @@ int time_forwards(const Options& o) {
 
   Cosmos3Transformer model =
       Cosmos3Transformer::load(ModelDirectory::open(dir + (mode == Precision::BF16 ? "/bf16" : "/fp8")));
-  model.set_activation_dtype(activation == "f32" ? ActivationDType::F32 : ActivationDType::BF16);
+  const ForwardOptions options{mode, mode, activation == "f32" ? ActivationDType::F32 : ActivationDType::BF16};
   model.understanding_cache().set_capacity(0);
   for (int64_t tokens : parse_list(o.get("tokens"))) {
     const auto file = SafetensorsFile::open(dir + "/inputs-" + std::to_string(tokens) + ".safetensors");
     const ForwardInputs in = read_forward_inputs(*file);
-    HostTensor velocity = model.forward(in, {mode, mode});  // warm-up: scratch, page-ins of the mapped weights
+    HostTensor velocity = model.forward(in, options);  // warm-up: scratch, page-ins of the mapped weights
     std::vector<double> ms;
     for (int r = 0; r < repeats; ++r) {
       const auto start = std::chrono::steady_clock::now();
-      velocity = model.forward(in, {mode, mode});
+      velocity = model.forward(in, options);
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
     std::ofstream(dir + "/velocity-" + mode_name + "-" + std::to_string(tokens) + ".f32", std::ios::binary)

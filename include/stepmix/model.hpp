@@ -218,7 +218,8 @@ class Model {
   GeneratePlan plan(const GenerateRequest& request) const;
   // Runs the denoising loop of plan(request). The precision of each step is
   // set once before its passes and reset when the loop ends, also on error or
-  // cancellation.
+  // cancellation. On a GPU, a request whose estimated memory (weights,
+  // understanding K/V, scratch) exceeds what is free is refused first.
   GenerateResult generate(const GenerateRequest& request, const GenerateCallbacks& callbacks = {},
                           const CancelToken* cancel = nullptr);
 
@@ -227,6 +228,10 @@ class Model {
   int64_t weight_bytes_resident() const;
   // Bytes of dequantized BF16 weight copies (WeightCache::All), included above.
   int64_t weight_cache_bytes() const;
+  // --device cuda: the most GPU memory this process's device buffers held at
+  // once since reset_device_memory_peak() (or the start); 0 on the CPU.
+  int64_t device_memory_peak_bytes() const;
+  void reset_device_memory_peak();
   // The safetensors files of the transformer (outputs must not replace them).
   std::vector<std::string> weight_files() const;
 

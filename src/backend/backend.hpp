@@ -9,7 +9,9 @@
 //
 // Pointers handed to the operations point into backend memory (buffers from
 // allocate() or resident constants); host data crosses with upload() and
-// download(). Activations are float32 or bf16 (uint16_t bits): each operation
+// download(). The denoising loop's own arithmetic (patchify, CFG, the
+// scheduler update) is here too, so that a backend keeps the latent in its
+// memory for the whole loop. Activations are float32 or bf16 (uint16_t bits): each operation
 // comes in both, with the semantics of src/kernels/ (attention.hpp,
 // pointwise.hpp, linear_kernels.hpp). The residual stream is always float32.
 #pragma once
@@ -21,14 +23,29 @@
 #include <string>
 #include <vector>
 
+#include "core/vision_tokens.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/pointwise.hpp"
+#include "sched/latent_step.hpp"
 #include "stepmix/policy.hpp"
 #include "stepmix/runtime.hpp"
 
 namespace stepmix {
 
 class Linear;
+
+// Backend memory a run needs in all, for the up-front check of a backend
+// with memory of its own (model/memory_estimate.hpp makes it).
+struct MemoryEstimate {
+  std::size_t weights = 0;           // device copies of the Linears and norm weights
+  std::size_t understanding_kv = 0;  // the cached K/V of every prompt
+  std::size_t scratch = 0;           // forward workspace, activation codes, decoded weights, GEMM workspace
+  std::size_t total() const { return weights + understanding_kv + scratch; }
+};
+
+// The one line a CUDA run with float32 activations gets.
+inline constexpr const char* kF32ActivationsAreCpuOnly =
+    "--activations f32 is CPU-only; use --activations bf16 with --device cuda";
 
 // A block of backend memory, freed with the object.
 class BackendBuffer {
@@ -60,6 +77,16 @@ class Backend {
   // The host vector must outlive the backend's use of it (the model's
   // weights); the CPU returns host.data().
   virtual const float* resident(const std::vector<float>& host) = 0;
+
+  // ---- memory of the backend's own (the CPU reports none and checks nothing)
+  // Bytes its buffers hold now, and the most they held at once since
+  // reset_memory_peak().
+  virtual std::size_t memory_held() const { return 0; }
+  virtual std::size_t memory_peak() const { return 0; }
+  virtual void reset_memory_peak() {}
+  // Refuses up front, with stepmix::Error naming `what`, the estimate and
+  // what is free, a run that would not fit beside what is held already.
+  virtual void require_memory(const MemoryEstimate& estimate, const std::string& what) {}
 
   // ---- Linears: ys[i] = linears[i](x), x [M, in] → ys[i] [M, out_i], at the
   // step precision (Linear::forward_sharing_input: siblings reading the same
@@ -95,6 +122,22 @@ class Backend {
   virtual void add_row(float* x, int64_t rows, int64_t n, const float* row) = 0;
   virtual void widen_bf16(const uint16_t* x, int64_t count, float* out) = 0;
   virtual void round_to_bf16(const float* x, int64_t count, uint16_t* out) = 0;
+
+  // ---- the denoising loop on a latent in backend memory, float32, with the
+  // host loop's arithmetic bit for bit (core/vision_tokens.hpp,
+  // pipeline/denoise.cpp, sched/latent_step.hpp)
+  virtual void patchify(const float* latent, const PatchGrid& grid, float* patches) = 0;
+  // noisy_frames: host memory.
+  virtual void unpatchify(const float* patches, const PatchGrid& grid, std::span<const int64_t> noisy_frames,
+                          float* out) = 0;
+  // guided[i] = v_uncond[i] + g·(v_cond[i] − v_uncond[i]).
+  virtual void cfg_combine(const float* v_uncond, const float* v_cond, int64_t count, float guidance,
+                           float* guided) = 0;
+  // False when any of x [count] is NaN or ±inf (core/non_finite.hpp).
+  virtual bool all_finite(const float* x, int64_t count) = 0;
+  // x [count] ← the scheduler's step from v; UniPC reads and writes `history`.
+  virtual void scheduler_step(const sched::LatentStep& step, int64_t count, float* x, const float* v,
+                              const sched::LatentHistory& history) = 0;
 };
 
 // The CPU backend (one per process is enough: it holds no model state).
@@ -102,6 +145,9 @@ Backend& cpu_backend();
 // The backend of `device`; throws stepmix::Error naming what is missing
 // (a build without CUDA, no driver, no GPU).
 Backend& backend_for(Device device);
+// The same, refusing what the backend cannot run: float32 activations on CUDA
+// (kF32ActivationsAreCpuOnly).
+Backend& backend_for(Device device, ActivationDType activations);
 // Set by the CUDA build (cuda_backend.cpp) or the stub (cuda_stub.cpp).
 Backend& cuda_backend();
 

@@ -4,9 +4,11 @@
 #include <new>
 
 #include "backend/backend.hpp"
+#include "core/non_finite.hpp"
 #include "core/parallel.hpp"
 #include "kernels/kernel_set.hpp"
 #include "quant/linear.hpp"
+#include "stepmix/error.hpp"
 
 namespace stepmix {
 namespace {
@@ -106,6 +108,23 @@ class CpuBackend final : public Backend {
   }
   void widen_bf16(const uint16_t* x, int64_t count, float* out) override { kernels::widen_bf16(x, count, out); }
   void round_to_bf16(const float* x, int64_t count, uint16_t* out) override { kernels::round_to_bf16(x, count, out); }
+
+  void patchify(const float* latent, const PatchGrid& grid, float* patches) override {
+    patchify_into(latent, grid, patches);
+  }
+  void unpatchify(const float* patches, const PatchGrid& grid, std::span<const int64_t> noisy_frames,
+                  float* out) override {
+    unpatchify_into(patches, grid, noisy_frames, out);
+  }
+  void cfg_combine(const float* v_uncond, const float* v_cond, int64_t count, float guidance,
+                   float* guided) override {
+    for (int64_t i = 0; i < count; ++i) guided[i] = v_uncond[i] + guidance * (v_cond[i] - v_uncond[i]);
+  }
+  bool all_finite(const float* x, int64_t count) override { return !first_non_finite(x, std::size_t(count)); }
+  void scheduler_step(const sched::LatentStep& step, int64_t count, float* x, const float* v,
+                      const sched::LatentHistory& history) override {
+    sched::apply_latent_step(step, std::size_t(count), x, v, history);
+  }
 };
 
 }  // namespace
@@ -116,5 +135,11 @@ Backend& cpu_backend() {
 }
 
 Backend& backend_for(Device device) { return device == Device::Cuda ? cuda_backend() : cpu_backend(); }
+
+Backend& backend_for(Device device, ActivationDType activations) {
+  Backend& backend = backend_for(device);  // first: a missing GPU is the thing to say
+  if (device == Device::Cuda && activations == ActivationDType::F32) throw Error("cuda", kF32ActivationsAreCpuOnly);
+  return backend;
+}
 
 }  // namespace stepmix

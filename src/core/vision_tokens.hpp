@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace stepmix {
 
@@ -18,6 +19,17 @@ struct PatchGrid {
   int64_t tokens() const { return frames * tokens_per_frame(); }  // Nv
   int64_t features() const { return patch * patch * channels; }   // p·p·C
 };
+
+// latent: [C, T, H, W] → patches: [T·Hp·Wp, p·p·C], every element written.
+// H/W not divisible by p are zero-padded at the bottom/right. Tokens are
+// t-major, then h, then w; within a token the feature index is
+// (ph·p + pw)·C + c.
+void patchify_into(const float* latent, const PatchGrid& grid, float* patches);
+
+// Inverse for the noisy frames only. patches: [Nn, p·p·C] for the frames in
+// noisy_frames (in that order, Hp·Wp tokens each) → out: [C, T, H, W]
+// (padding cropped, every other frame zero), every element written.
+void unpatchify_into(const float* patches, const PatchGrid& grid, std::span<const int64_t> noisy_frames, float* out);
 
 // timestep_sinusoid (model/embedding.hpp) returns [n, kTimestepChannels].
 inline constexpr int64_t kTimestepChannels = 256;

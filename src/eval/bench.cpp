@@ -177,6 +177,7 @@ void bench(const BenchOptions& opt, std::FILE* out) {
                  {"threads", threads},
                  {"activations", std::string(activation_dtype_name(opt.runtime.activations))},
                  {"weight_cache", std::string(weight_cache_name(opt.runtime.weight_cache))},
+                 {"device", std::string(device_name(opt.runtime.device))},
                  {"hardware_threads", std::thread::hardware_concurrency()},
                  {"load_average_1m", have_load ? json(load[0]) : json()},
                  {"peak_rss_bytes_after_load", rss_after_load}};
@@ -188,6 +189,7 @@ void bench(const BenchOptions& opt, std::FILE* out) {
     std::string trace;
     GenerateRequest r = request;
     r.policy = m.policy;
+    m.model->reset_device_memory_peak();
     for (int i = 0; i < opt.warmup + opt.repeat; ++i) {
       StepTimer warm;
       const auto t0 = Clock::now();
@@ -210,7 +212,8 @@ void bench(const BenchOptions& opt, std::FILE* out) {
               {"images_per_s", 1.0 / e2e_med},
               {"peak_rss_bytes", peak_rss_bytes()},
               {"weight_bytes_resident", weights},
-              {"weight_cache_bytes", m.model->weight_cache_bytes()}};
+              {"weight_cache_bytes", m.model->weight_cache_bytes()},
+              {"peak_device_memory_bytes", m.model->device_memory_peak_bytes()}};
     const json& s = j["step_ms"];
     char ms[64];
     std::snprintf(ms, sizeof ms, "%.2f [%.2f, %.2f]", s["median"].get<double>(), s["p10"].get<double>(),
@@ -220,6 +223,14 @@ void bench(const BenchOptions& opt, std::FILE* out) {
     modes_json.push_back(j);
   }
   report["modes"] = modes_json;
+  if (opt.runtime.device == Device::Cuda) {
+    // Device buffers held at once during each mode's runs (the CUDA context is extra).
+    std::fprintf(out, "peak GPU memory:");
+    for (const json& j : modes_json)
+      std::fprintf(out, " %s %.1f MiB", j["name"].get<std::string>().c_str(),
+                   double(j["peak_device_memory_bytes"].get<int64_t>()) / (1 << 20));
+    std::fprintf(out, "\n");
+  }
 
   // The PyTorch eager peer on the same checkpoint, prompt, noise shape and timesteps.
   json peer;

@@ -12,14 +12,9 @@
 namespace stepmix {
 
 
-// latent: [C, T, H, W] → patches: [T·Hp·Wp, p·p·C]. H/W not divisible by p
-// are zero-padded at the bottom/right. Tokens are t-major, then h, then w;
-// within a token the feature index is (ph·p + pw)·C + c.
+// patchify_into / unpatchify_into (core/vision_tokens.hpp) into new vectors.
 std::vector<float> patchify(const float* latent, const PatchGrid& grid);
 
-// Inverse for the noisy frames only. patches: [Nn, p·p·C] for the frames in
-// noisy_frames (in that order, Hp·Wp tokens each) → out: [C, T, H, W]
-// (padding cropped, every other frame zero).
 std::vector<float> unpatchify(const float* patches, const PatchGrid& grid, const std::vector<int64_t>& noisy_frames);
 
 // timesteps: [n] scheduler timesteps → [n, 256]: τ = float32(t) ·

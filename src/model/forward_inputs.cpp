@@ -37,7 +37,8 @@ std::vector<float> read_floats(const SafetensorsFile& file, const TensorView& t)
 
 }  // namespace
 
-ForwardGeometry resolve_forward_geometry(const ForwardInputs& in, const Cosmos3Config& config) {
+ForwardGeometry resolve_forward_geometry(const ForwardInputs& in, const Cosmos3Config& config,
+                                         bool latent_elsewhere) {
   ForwardGeometry g;
   const auto& shape = in.latent.shape;
   if (shape.size() != 5 || shape[0] != 1 || shape[1] != config.latent_channel || shape[2] < 1 || shape[3] < 1 ||
@@ -45,7 +46,8 @@ ForwardGeometry resolve_forward_geometry(const ForwardInputs& in, const Cosmos3C
     fail("latent has shape " + shape_to_string(shape) +
          ", expected [1, latent_channel=" + std::to_string(config.latent_channel) + ", T, H, W] with T, H, W >= 1");
   g.grid = PatchGrid{shape[1], shape[2], shape[3], shape[4], config.latent_patch_size};
-  if (int64_t(in.latent.data.size()) != g.grid.channels * g.grid.frames * g.grid.height * g.grid.width)
+  if (!latent_elsewhere &&
+      int64_t(in.latent.data.size()) != g.grid.channels * g.grid.frames * g.grid.height * g.grid.width)
     fail("latent holds " + std::to_string(in.latent.data.size()) + " values for shape " + shape_to_string(shape));
 
   g.und_len = int64_t(in.input_ids.size());

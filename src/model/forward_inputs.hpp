@@ -48,7 +48,10 @@ struct ForwardGeometry {
 
 // Throws stepmix::Error ("model") naming the input, its shape and what the
 // config requires (latent channels, position-id columns, token-id range, ...).
-ForwardGeometry resolve_forward_geometry(const ForwardInputs& inputs, const Cosmos3Config& config);
+// With latent_elsewhere the latent's values live in backend memory
+// (Cosmos3Transformer::forward_resident): only its shape is read.
+ForwardGeometry resolve_forward_geometry(const ForwardInputs& inputs, const Cosmos3Config& config,
+                                         bool latent_elsewhere = false);
 
 // Reads input_ids (I64 [L]), position_ids (F32 [3, S]), vision_latent (F32
 // [1, C, T, H, W]), vision_timesteps (F32 or I64 [Nn]), und_len (I64 [],

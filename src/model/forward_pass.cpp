@@ -47,6 +47,13 @@ class ForwardPass {
         eps_(float(config.rms_norm_eps)) {}
 
   HostTensor run(const ForwardInputs& in);
+  // The latent is read from, and the velocity written to, backend memory;
+  // run() then returns an empty tensor.
+  ForwardPass& resident(const float* latent, float* velocity) {
+    resident_latent_ = latent;
+    resident_velocity_ = velocity;
+    return *this;
+  }
 
  private:
   std::shared_ptr<const UnderstandingKV> understanding(const ForwardInputs& in);
@@ -54,7 +61,7 @@ class ForwardPass {
   float* embed_vision(const ForwardInputs& in);
   void generation_layer(int64_t k, float* gen, const UnderstandingLayerKV& und_kv);
   void mlp(const MlpWeights& w, const T* x, int64_t rows, T* out, Precision precision);
-  std::vector<float> read_out(const float* gen);
+  const float* read_out(const float* gen);
 
   // One Linear, or siblings reading the same x.
   void linear(const Linear& l, const T* x, int64_t rows, T* y, Precision p) {
@@ -83,6 +90,8 @@ class ForwardPass {
   const float eps_;
   ForwardGeometry g_;
   const float* rope_ = nullptr;  // [2, S, D]: cos rows, then sin rows
+  const float* resident_latent_ = nullptr;  // [C, T, H, W] in backend memory, or null: in.latent
+  float* resident_velocity_ = nullptr;      // [C, T, H, W] in backend memory, or null: returned
 };
 
 template <class T>
@@ -205,9 +214,13 @@ template <class T>
 float* ForwardPass<T>::embed_vision(const ForwardInputs& in) {
   const int64_t E = c_.hidden_size, Nv = g_.vision_tokens(), Nn = g_.noisy_tokens();
   const int64_t per_frame = g_.grid.tokens_per_frame(), F = g_.grid.features();
-  const std::vector<float> host_patches = patchify(in.latent.data.data(), g_.grid);  // [Nv, p²C]
-  float* patches = ws_.get<float>(Slot::patches, Nv * F);
-  b_.upload(patches, host_patches.data(), host_patches.size() * sizeof(float));
+  float* patches = ws_.get<float>(Slot::patches, Nv * F);  // [Nv, p²C]
+  if (resident_latent_) {
+    b_.patchify(resident_latent_, g_.grid, patches);
+  } else {
+    const std::vector<float> host_patches = patchify(in.latent.data.data(), g_.grid);
+    b_.upload(patches, host_patches.data(), host_patches.size() * sizeof(float));
+  }
   float* gen = ws_.get<float>(Slot::residual, Nv * E);  // [Nv, E]
   if constexpr (kIsBf16<T>) {
     uint16_t* patches_bf16 = ws_.get<uint16_t>(Slot::normed, Nv * F);
@@ -293,10 +306,10 @@ void ForwardPass<T>::generation_layer(int64_t k, float* gen, const Understanding
 }
 
 // gen: [Nv, E] → final norm → noisy frames' rows (contiguous per frame) →
-// proj_out: packed [Nn, p²C] float32 on the host. Records gen_final_norm and
-// packed_pred.
+// proj_out: packed [Nn, p²C] float32 in backend memory. Records
+// gen_final_norm and packed_pred.
 template <class T>
-std::vector<float> ForwardPass<T>::read_out(const float* gen) {
+const float* ForwardPass<T>::read_out(const float* gen) {
   const int64_t E = c_.hidden_size, Nv = g_.vision_tokens(), Nn = g_.noisy_tokens();
   const int64_t per_frame = g_.grid.tokens_per_frame(), F = g_.grid.features();
   T* normed = ws_.get<T>(Slot::normed, Nv * E);
@@ -307,8 +320,7 @@ std::vector<float> ForwardPass<T>::read_out(const float* gen) {
     b_.copy(noisy_rows + int64_t(n) * per_frame * E, normed + g_.noisy_frames[n] * per_frame * E,
             std::size_t(per_frame * E) * sizeof(T));
 
-  std::vector<float> packed(std::size_t(Nn * F));  // [Nn, p²C]
-  float* out = ws_.get<float>(Slot::output, Nn * F);
+  float* out = ws_.get<float>(Slot::output, Nn * F);  // [Nn, p²C]
   if constexpr (kIsBf16<T>) {
     uint16_t* packed_bf16 = ws_.get<uint16_t>(Slot::projected, Nn * F);
     if (Nn > 0) linear(w_.proj_out, noisy_rows, Nn, packed_bf16, Precision::BF16);
@@ -316,14 +328,13 @@ std::vector<float> ForwardPass<T>::read_out(const float* gen) {
   } else {
     if (Nn > 0) linear(w_.proj_out, noisy_rows, Nn, out, Precision::BF16);
   }
-  b_.download(packed.data(), out, packed.size() * sizeof(float));
-  if (opt_.debug) opt_.debug->record("packed_pred", {Nn, F}, packed.data());
-  return packed;
+  if (opt_.debug) record("packed_pred", {Nn, F}, out);
+  return out;
 }
 
 template <class T>
 HostTensor ForwardPass<T>::run(const ForwardInputs& in) {
-  g_ = resolve_forward_geometry(in, c_);
+  g_ = resolve_forward_geometry(in, c_, resident_latent_ != nullptr);
   const int64_t E = c_.hidden_size, Nv = g_.vision_tokens(), S = g_.sequence_length, D = c_.head_dim;
 
   const RopeTables tables = build_rope_tables(c_, in.position_ids.data(), S);
@@ -345,10 +356,16 @@ HostTensor ForwardPass<T>::run(const ForwardInputs& in) {
     generation_layer(k, gen, und->layers[std::size_t(k)]);
     if (opt_.debug) record("gen_hidden." + std::to_string(k), {Nv, E}, gen);
   }
-  const std::vector<float> packed = read_out(gen);
+  const float* packed = read_out(gen);  // [Nn, p²C]
   const PatchGrid& grid = g_.grid;
+  if (resident_velocity_) {
+    b_.unpatchify(packed, grid, g_.noisy_frames, resident_velocity_);
+    return {};
+  }
+  std::vector<float> host(std::size_t(g_.noisy_tokens() * grid.features()));
+  b_.download(host.data(), packed, host.size() * sizeof(float));
   return HostTensor{{1, grid.channels, grid.frames, grid.height, grid.width},
-                    unpatchify(packed.data(), grid, g_.noisy_frames)};
+                    unpatchify(host.data(), grid, g_.noisy_frames)};
 }
 
 }  // namespace
@@ -359,6 +376,22 @@ HostTensor Cosmos3Transformer::forward(const ForwardInputs& in, const ForwardOpt
   if (options.activations == ActivationDType::BF16)
     return ForwardPass<uint16_t>(config_, weights_, *backend_, understanding_cache_, workspace_, options).run(in);
   return ForwardPass<float>(config_, weights_, *backend_, understanding_cache_, workspace_, options).run(in);
+}
+
+void Cosmos3Transformer::forward_resident(const ForwardInputs& in, const float* latent, float* velocity,
+                                          const ForwardOptions& options) {
+  if (!latent || !velocity) throw Error("model", "forward_resident: null latent or velocity buffer");
+  check_tower_precision("generation", weights_.governed.generation_fp8, options.generation);
+  check_tower_precision("reasoner", weights_.governed.reasoner_fp8, options.reasoner);
+  if (options.activations == ActivationDType::BF16) {
+    ForwardPass<uint16_t>(config_, weights_, *backend_, understanding_cache_, workspace_, options)
+        .resident(latent, velocity)
+        .run(in);
+  } else {
+    ForwardPass<float>(config_, weights_, *backend_, understanding_cache_, workspace_, options)
+        .resident(latent, velocity)
+        .run(in);
+  }
 }
 
 }  // namespace stepmix

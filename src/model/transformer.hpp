@@ -63,6 +63,12 @@ class Cosmos3Transformer {
   // One call: velocity [1, C, T, H, W], zero at conditioning frames.
   // One forward at a time per instance: calls share the scratch buffers.
   HostTensor forward(const ForwardInputs& inputs, const ForwardOptions& options);
+  // The same call with the latent in backend memory: latent and velocity
+  // [C, T, H, W] float32 buffers of backend(); inputs.latent gives the shape
+  // only (its data is not read). Nothing crosses to the host but debug
+  // records, so a denoising loop keeps its latent on the backend.
+  void forward_resident(const ForwardInputs& inputs, const float* latent, float* velocity,
+                        const ForwardOptions& options);
 
   // Bytes held by the reusable forward scratch (grows to the largest call).
   std::size_t workspace_bytes() const { return workspace_.bytes(); }

@@ -29,11 +29,50 @@ std::string first_non_finite_tensor(Cosmos3Transformer& transformer, const Forwa
   return "the read-out";
 }
 
-}  // namespace
+// The errors of a non-finite velocity (with the first non-finite tensor of
+// the pass, `in` holding the latent on the host) and of a non-finite latent
+// after the scheduler update.
+[[noreturn]] void throw_non_finite_velocity(Cosmos3Transformer& transformer, const ForwardInputs& in,
+                                            const ForwardOptions& options, int step, int N, CfgPass pass) {
+  const std::string where = first_non_finite_tensor(transformer, in, options, transformer.config().num_hidden_layers);
+  throw Error("generate", "step " + std::to_string(step + 1) + " of " + std::to_string(N) + " (" +
+                              (pass == CfgPass::Conditional ? "conditional" : "unconditional") + " pass at " +
+                              std::string(precision_trace_token(options.generation)) +
+                              "): the velocity is not finite; the first non-finite tensor is " + where +
+                              " (a NaN or infinity in the weights, --check-tensors finds it, or values past "
+                              "the float range); nothing was written");
+}
 
-DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& scheduler, StepController& controller,
-                      const DenoiseRequest& request, const SequenceSettings& settings, DenoiseObserver* observer,
-                      const std::atomic<bool>* cancel) {
+[[noreturn]] void throw_non_finite_latent(int step, int N, double guidance) {
+  throw Error("generate", "step " + std::to_string(step + 1) + " of " + std::to_string(N) +
+                              ": the scheduler update made the latent non-finite (guidance " +
+                              std::to_string(guidance) + "); nothing was written");
+}
+
+// The start of iteration i in both loops: the precision chosen once, before
+// any pass, and announced; the options of both passes.
+ForwardOptions begin_iteration(StepController& controller, DenoiseObserver* observer, int i, int N,
+                               ActivationDType activations) {
+  controller.begin_step(i);
+  if (observer) observer->on_step_begin(i, N, controller.generation(), controller.reasoner());
+  return {controller.generation(), controller.reasoner(), activations};
+}
+
+// What both loops set up the same way: the checked request, the scheduler
+// set to the controller's N steps, the two passes' inputs.
+struct LoopSetup {
+  std::size_t numel = 0;
+  int N = 0;
+  bool cfg = false;
+  ForwardInputs cond, uncond;
+  // Image-to-video: the first element of every (channel, conditioned frame)
+  // plane of `plane` values in the latent.
+  std::vector<int64_t> conditioned;
+  int64_t plane = 0;
+};
+
+LoopSetup set_up(sched::Scheduler& scheduler, const StepController& controller, const DenoiseRequest& request,
+                 const SequenceSettings& settings) {
   const auto [C, T, H, W] = request.latent_shape;
   const std::size_t numel = std::size_t(C * T * H * W);
   if (C <= 0 || T <= 0 || H <= 0 || W <= 0)
@@ -53,37 +92,55 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
                                 std::to_string(N) + " planned steps");
 
   // Sequence layout and position ids are fixed for the request.
-  ForwardInputs cond = make_pass_inputs(request.cond_ids, request.latent_shape, request.fps, settings);
-  ForwardInputs uncond;
-  if (cfg) uncond = make_pass_inputs(request.uncond_ids, request.latent_shape, request.fps, settings);
+  LoopSetup setup;
+  setup.numel = numel;
+  setup.N = N;
+  setup.cfg = cfg;
+  setup.cond = make_pass_inputs(request.cond_ids, request.latent_shape, request.fps, settings);
+  if (cfg) setup.uncond = make_pass_inputs(request.uncond_ids, request.latent_shape, request.fps, settings);
   if (!request.condition_frames.empty()) {
     if (request.condition_frames.size() != std::size_t(T))
       throw Error("generate", "condition_frames has " + std::to_string(request.condition_frames.size()) +
                                   " entries for " + std::to_string(T) + " latent frames");
-    cond.condition_frame_mask = uncond.condition_frame_mask = request.condition_frames;
+    setup.cond.condition_frame_mask = setup.uncond.condition_frame_mask = request.condition_frames;
+    for (int64_t f = 0; f < T; ++f)
+      if (request.condition_frames[std::size_t(f)])
+        for (int64_t c = 0; c < C; ++c) setup.conditioned.push_back((c * T + f) * H * W);
+    setup.plane = H * W;
   }
+  return setup;
+}
+
+}  // namespace
+
+DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& scheduler, StepController& controller,
+                      const DenoiseRequest& request, const SequenceSettings& settings, DenoiseObserver* observer,
+                      const std::atomic<bool>* cancel) {
+  if (transformer.backend().device() != Device::Cpu)
+    return denoise_on_backend(transformer, scheduler, controller, request, settings, observer, cancel);
+  LoopSetup setup = set_up(scheduler, controller, request, settings);
+  const std::size_t numel = setup.numel;
+  const int N = setup.N;
+  const bool cfg = setup.cfg;
+  ForwardInputs& cond = setup.cond;
+  ForwardInputs& uncond = setup.uncond;
   // Velocity · (1 − mask): the transformer's read-out already leaves the
   // conditioned frames at zero; the guided velocity is zeroed there too. With
   // zero velocity a deterministic step keeps a frame up to rounding (UniPC
   // rebuilds it as (σ_t/σ_s)·x + α_t(1 − e^−h)·x), a stochastic one would
   // re-noise it; so after every step the conditioned frames get their clean
   // values back, as the image-to-video pipelines blend the condition in.
-  std::vector<int64_t> conditioned;
-  for (int64_t f = 0; f < int64_t(request.condition_frames.size()); ++f)
-    if (request.condition_frames[std::size_t(f)]) conditioned.push_back(f);
-  auto for_conditioned = [&](const std::function<void(int64_t offset)>& body) {
-    for (int64_t f : conditioned)
-      for (int64_t c = 0; c < C; ++c) body((c * T + f) * H * W);
+  const auto for_conditioned = [&](const std::function<void(int64_t offset)>& body) {
+    for (int64_t at : setup.conditioned) body(at);
   };
+  const int64_t plane = setup.plane;
 
   DenoiseResult result;
   std::vector<float> latent = request.noise;
   std::vector<float> guided(numel);
   auto run_scope = controller.run_scope();  // resets to native on every exit path
   for (int i = 0; i < N; ++i) {
-    controller.begin_step(i);
-    const ForwardOptions options{controller.generation(), controller.reasoner(), request.activations};
-    if (observer) observer->on_step_begin(i, N, controller.generation(), controller.reasoner());
+    const ForwardOptions options = begin_iteration(controller, observer, i, N, request.activations);
     const double t = scheduler.timesteps()[std::size_t(i)];
 
     auto run_pass = [&](ForwardInputs& in, CfgPass pass) {
@@ -92,16 +149,7 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
       if (observer) observer->on_pass(i, pass);
       ++result.transformer_calls;
       std::vector<float> v = transformer.forward(in, options).data;
-      if (first_non_finite(v.data(), v.size())) {
-        const std::string where =
-            first_non_finite_tensor(transformer, in, options, transformer.config().num_hidden_layers);
-        throw Error("generate", "step " + std::to_string(i + 1) + " of " + std::to_string(N) + " (" +
-                                    (pass == CfgPass::Conditional ? "conditional" : "unconditional") + " pass at " +
-                                    std::string(precision_trace_token(options.generation)) +
-                                    "): the velocity is not finite; the first non-finite tensor is " + where +
-                                    " (a NaN or infinity in the weights, --check-tensors finds it, or values past "
-                                    "the float range); nothing was written");
-      }
+      if (first_non_finite(v.data(), v.size())) throw_non_finite_velocity(transformer, in, options, i, N, pass);
       return v;
     };
     const std::vector<float> v_cond = run_pass(cond, CfgPass::Conditional);
@@ -113,19 +161,101 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
     } else {
       std::copy(v_cond.begin(), v_cond.end(), guided.begin());
     }
-    for_conditioned([&](int64_t at) { std::fill_n(guided.begin() + at, H * W, 0.0f); });
+    for_conditioned([&](int64_t at) { std::fill_n(guided.begin() + at, plane, 0.0f); });
     scheduler.step(guided.data(), t, latent.data(), numel);
-    for_conditioned([&](int64_t at) { std::copy_n(request.noise.begin() + at, H * W, latent.begin() + at); });
-    if (first_non_finite(latent.data(), numel))
-      throw Error("generate", "step " + std::to_string(i + 1) + " of " + std::to_string(N) +
-                                  ": the scheduler update made the latent non-finite (guidance " +
-                                  std::to_string(request.guidance) + "); nothing was written");
+    for_conditioned([&](int64_t at) { std::copy_n(request.noise.begin() + at, plane, latent.begin() + at); });
+    if (first_non_finite(latent.data(), numel)) throw_non_finite_latent(i, N, request.guidance);
     if (observer) observer->on_step_end(i, v_cond, cfg ? &v_uncond : nullptr, guided, latent);
     if (cancel && cancel->load() && i + 1 < N) throw Cancelled(i + 1, N);
   }
   result.trace = controller.recorded_trace();
   result.reasoner = controller.plan().reasoner;
   result.latent = std::move(latent);
+  return result;
+}
+
+DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Scheduler& scheduler,
+                                 StepController& controller, const DenoiseRequest& request,
+                                 const SequenceSettings& settings, DenoiseObserver* observer,
+                                 const std::atomic<bool>* cancel) {
+  LoopSetup setup = set_up(scheduler, controller, request, settings);
+  // The device loop keeps the latent on the device between steps and has no
+  // conditioned-frame pass yet: refused rather than sampled unconditioned.
+  if (!setup.conditioned.empty())
+    throw Error("generate", "image-to-video (conditioned latent frames) runs on the CPU only; use --device cpu");
+  const std::size_t numel = setup.numel, bytes = numel * sizeof(float);
+  const int64_t n = int64_t(numel);
+  const int N = setup.N;
+  const bool cfg = setup.cfg;
+  setup.cond.latent.data.clear();  // the latent lives in backend memory; the inputs give its shape
+  setup.uncond.latent.data.clear();
+
+  // Backend memory: the latent, each pass's velocity, the guided velocity
+  // (CFG) and, for UniPC, its history (allocated at its first step).
+  Backend& b = transformer.backend();
+  const auto latent = b.allocate(bytes), v_cond = b.allocate(bytes);
+  const auto v_uncond = cfg ? b.allocate(bytes) : nullptr, guided = cfg ? b.allocate(bytes) : nullptr;
+  std::unique_ptr<BackendBuffer> history_memory;
+  sched::LatentHistory history;
+  b.upload(latent->data(), request.noise.data(), bytes);
+
+  DenoiseResult result;
+  auto run_scope = controller.run_scope();  // resets to native on every exit path
+  for (int i = 0; i < N; ++i) {
+    const ForwardOptions options = begin_iteration(controller, observer, i, N, request.activations);
+    const double t = scheduler.timesteps()[std::size_t(i)];
+
+    auto run_pass = [&](ForwardInputs& in, CfgPass pass, BackendBuffer& velocity) {
+      in.timesteps.assign(1, float(t));
+      if (observer) observer->on_pass(i, pass);
+      ++result.transformer_calls;
+      transformer.forward_resident(in, latent->as<float>(), velocity.as<float>(), options);
+      if (!b.all_finite(velocity.as<float>(), n)) {
+        ForwardInputs on_host = in;  // the error path: the diagnosis runs from a host copy of the latent
+        on_host.latent.data.resize(numel);
+        b.download(on_host.latent.data.data(), latent->data(), bytes);
+        throw_non_finite_velocity(transformer, on_host, options, i, N, pass);
+      }
+    };
+    run_pass(setup.cond, CfgPass::Conditional, *v_cond);
+    const float* v = v_cond->as<float>();
+    if (cfg) {
+      run_pass(setup.uncond, CfgPass::Unconditional, *v_uncond);
+      b.cfg_combine(v_uncond->as<float>(), v_cond->as<float>(), n, float(request.guidance), guided->as<float>());
+      v = guided->as<float>();
+    }
+    const sched::LatentStep step = scheduler.begin_latent_step(t, numel);
+    if (step.kind == sched::LatentStep::Kind::UniPC && !history_memory) {
+      history_memory = b.allocate(4 * bytes);
+      float* h = history_memory->as<float>();
+      history = {h, h + n, h + 2 * n, h + 3 * n};
+    }
+    b.scheduler_step(step, n, latent->as<float>(), v, history);
+    if (step.kind == sched::LatentStep::Kind::UniPC) history.advance();
+    if (!b.all_finite(latent->as<float>(), n)) throw_non_finite_latent(i, N, request.guidance);
+
+    if (observer) {
+      // Host copies of what the observer reads (tests, progress callbacks), nothing else.
+      const auto host = [&](const BackendBuffer* buffer, bool wanted) {
+        std::vector<float> out;
+        if (buffer && wanted) {
+          out.resize(numel);
+          b.download(out.data(), buffer->data(), bytes);
+        }
+        return out;
+      };
+      const bool velocities = observer->wants_velocities();
+      const std::vector<float> vc = host(v_cond.get(), velocities), vu = host(v_uncond.get(), velocities);
+      const std::vector<float> vg = cfg ? host(guided.get(), velocities) : vc;
+      const std::vector<float> x = host(latent.get(), observer->wants_latent());
+      observer->on_step_end(i, vc, cfg ? &vu : nullptr, vg, x);
+    }
+    if (cancel && cancel->load() && i + 1 < N) throw Cancelled(i + 1, N);
+  }
+  result.trace = controller.recorded_trace();
+  result.reasoner = controller.plan().reasoner;
+  result.latent.resize(numel);
+  b.download(result.latent.data(), latent->data(), bytes);
   return result;
 }
 

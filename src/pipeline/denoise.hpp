@@ -1,7 +1,8 @@
 // The denoising loop: per iteration, pick the precision once, run the
 // conditional and (with CFG) the unconditional pass, guide
 // (v = v_u + g·(v_c − v_u)), and step the scheduler. The latent state stays in
-// FP32 between steps.
+// FP32 between steps, on the host or, with denoise_on_backend, in the
+// transformer's backend memory.
 #pragma once
 
 #include <array>
@@ -44,6 +45,11 @@ class DenoiseObserver {
   // After the scheduler update; v_uncond is null without CFG. All [1,C,T,H,W].
   virtual void on_step_end(int step, const std::vector<float>& v_cond, const std::vector<float>* v_uncond,
                            const std::vector<float>& v_guided, const std::vector<float>& latent) {}
+  // What on_step_end reads. A loop whose latent lives in backend memory
+  // copies only these to the host each step; on_step_end gets empty vectors
+  // for the rest.
+  virtual bool wants_velocities() const { return true; }
+  virtual bool wants_latent() const { return true; }
 };
 
 struct DenoiseResult {
@@ -57,8 +63,25 @@ struct DenoiseResult {
 // controller is reset when the loop ends, also on error or cancellation;
 // when `cancel` becomes true the loop stops after the current step and
 // throws Cancelled (stepmix/model.hpp).
+// A transformer on a backend other than the CPU runs denoise_on_backend.
 DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& scheduler, StepController& controller,
                       const DenoiseRequest& request, const SequenceSettings& settings,
                       DenoiseObserver* observer = nullptr, const std::atomic<bool>* cancel = nullptr);
+
+// The same loop with the latent, the velocities, the CFG combination and the
+// scheduler update (Scheduler::begin_latent_step, fp32) in the transformer's
+// backend memory for the whole run (Cosmos3Transformer::forward_resident):
+// the noise goes up once, the final latent comes down once, and per step only
+// what the observer wants. On the CPU backend it gives denoise()'s bits
+// (tested), which is what makes it checkable without a GPU.
+// The latent-sized float32 buffers denoise_on_backend holds at most: the
+// latent, the conditional velocity, with CFG the unconditional and the
+// guided ones, and UniPC's four history buffers (for the memory estimate).
+inline int64_t denoise_on_backend_latent_buffers(bool cfg) { return (cfg ? 4 : 2) + 4; }
+
+DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Scheduler& scheduler,
+                                 StepController& controller, const DenoiseRequest& request,
+                                 const SequenceSettings& settings, DenoiseObserver* observer = nullptr,
+                                 const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace stepmix

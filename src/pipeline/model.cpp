@@ -13,6 +13,7 @@
 #include "io/check_tensors.hpp"
 #include "io/safetensors.hpp"
 #include "model/checkpoint_check.hpp"
+#include "model/memory_estimate.hpp"
 #include "model/transformer.hpp"
 #include "pipeline/denoise.hpp"
 #include "pipeline/model_setup.hpp"
@@ -36,8 +37,9 @@ struct Model::Impl {
   // With ModelOptions::check_tensors every weight is scanned for NaN and
   // infinities before the model is built.
   static Cosmos3Transformer load_checked(const ModelDirectory& dir, const TensorStore& store, const ModelOptions& o) {
+    Backend& backend = backend_for(o.device, o.activations);  // a missing GPU first, before any weight is read
     if (o.check_tensors) check_tensors(store);
-    return Cosmos3Transformer::load(store, dir.config, dir.config_path, o.weight_cache, backend_for(o.device));
+    return Cosmos3Transformer::load(store, dir.config, dir.config_path, o.weight_cache, backend);
   }
 
   ModelDirectory dir;
@@ -69,6 +71,10 @@ class CallbackObserver final : public DenoiseObserver {
                    const std::vector<float>& latent) override {
     if (callbacks_.on_step_end) callbacks_.on_step_end(event_, latent);
   }
+  // Only the latent, and only for a step callback (a loop on the GPU copies
+  // nothing else to the host).
+  bool wants_velocities() const override { return false; }
+  bool wants_latent() const override { return bool(callbacks_.on_step_end); }
 
  private:
   const GenerateCallbacks& callbacks_;
@@ -257,6 +263,13 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
       std::copy_n(frame0.begin() + c * H * W, H * W, request.noise.begin() + c * T * H * W);
   }
 
+  // A GPU run that would not fit is refused before the first step.
+  const std::array<int64_t, 2> prompts{int64_t(p.cond_ids.size()), int64_t(p.uncond_ids.size())};
+  const PatchGrid grid{C, T, H, W, m.transformer.config().latent_patch_size};
+  require_run_memory(m.transformer, std::span(prompts.data(), p.uncond_ids.empty() ? 1 : 2), grid, grid.tokens(),
+                     m.options.activations, "generate at latent " + shape_string({1, C, T, H, W}),
+                     denoise_on_backend_latent_buffers(!p.uncond_ids.empty()));
+
   auto scheduler = sched::make_scheduler(m.scheduler_config(r, T));
   draw_step_noise_from(*scheduler, generator);
   StepController controller(p.plan);
@@ -300,6 +313,9 @@ const VaeStage* vae_stage_of(const Model& model) { return model.impl_->vae ? &*m
 
 int64_t Model::weight_cache_bytes() const { return int64_t(impl_->transformer.weight_cache_bytes()); }
 
+int64_t Model::device_memory_peak_bytes() const { return int64_t(impl_->transformer.backend().memory_peak()); }
+void Model::reset_device_memory_peak() { impl_->transformer.backend().reset_memory_peak(); }
+
 std::vector<NamedTensor> Model::forward_file(const std::string& inputs_path,
                                                     std::optional<Precision> precision, bool dump_hidden) {
   Cosmos3Transformer& t = impl_->transformer;
@@ -315,9 +331,13 @@ std::vector<NamedTensor> Model::forward_file(const std::string& inputs_path,
                                " is a BF16 checkpoint without FP8 Linears; use --precision dense or an FP8 checkpoint");
 
   const auto file = SafetensorsFile::open(inputs_path);
+  const ForwardInputs inputs = read_forward_inputs(*file);
+  const ForwardGeometry geometry = resolve_forward_geometry(inputs, t.config());
+  const std::array<int64_t, 1> prompt{geometry.und_len};
+  require_run_memory(t, prompt, geometry.grid, geometry.noisy_tokens(), impl_->options.activations,
+                     "forward of " + inputs_path);
   ForwardDebug debug;
-  HostTensor velocity = t.forward(read_forward_inputs(*file),
-                                  {p, p, impl_->options.activations, dump_hidden ? &debug : nullptr});
+  HostTensor velocity = t.forward(inputs, {p, p, impl_->options.activations, dump_hidden ? &debug : nullptr});
   std::vector<NamedTensor> out{{"velocity", std::move(velocity.shape), std::move(velocity.data)}};
   for (auto& [name, tensor] : debug.tensors) out.push_back({name, std::move(tensor.shape), std::move(tensor.data)});
   return out;

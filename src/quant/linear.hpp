@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,7 +19,6 @@
 #include "stepmix/runtime.hpp"
 
 namespace stepmix {
-
 
 // What the checkpoint holds for one Linear (views into mapped files).
 struct LinearWeights {
@@ -39,6 +39,12 @@ using ActivationCodeHook = std::function<void(const std::string& linear_name, ui
 // `stepmix quantize` records max|x| per Linear with it.
 using ActivationInputObserver =
     std::function<void(const std::string& linear_name, const float* x, const uint16_t* x_bf16, int64_t M, int64_t K)>;
+
+// Base of what a backend keeps per Linear (Linear::backend_state).
+class LinearBackendState {
+ public:
+  virtual ~LinearBackendState() = default;
+};
 
 // One Linear layer: y[M, out] = x[M, in] · Wᵀ (+ bias), with the FP8
 // arithmetic chosen per call by a step Precision: W8A16 or W8A8 for FP8
@@ -96,8 +102,23 @@ class Linear {
   // Bytes this layer owns beyond the mapped checkpoint (the weight cache).
   std::size_t resident_bytes() const { return bf16_weight_cache_.size() * sizeof(uint16_t); }
 
- private:
+  // What a backend that runs the layer from its own copy of the weights (the
+  // CUDA backend) reads: the stored tensors, the scales (FP8 layers; 1
+  // otherwise), the precision check and the hooks of the CPU path.
+  const TensorView& weight() const { return weights_.weight; }
+  const std::optional<TensorView>& bias() const { return weights_.bias; }
+  float weight_scale() const { return weight_scale_; }
+  float input_scale() const { return input_scale_; }
+  // Throws unless this layer runs `precision` (FP8: W8A16 or W8A8).
   void check_precision(Precision precision) const;
+  const ActivationCodeHook& code_hook() const { return code_hook_; }
+  const ActivationInputObserver& input_observer() const { return input_observer_; }
+  // A backend's state for this layer (the CUDA backend's device copy of the
+  // weights), made on the backend's first use and freed with the layer, so
+  // that it can never outlive the weights it copies.
+  std::shared_ptr<LinearBackendState>& backend_state() const { return backend_state_; }
+
+ private:
   // Checks one call's arguments and shows x to the input observer.
   void begin_call(const void* x, bool x_is_bf16, int64_t M, const void* y, Precision precision) const;
   // Dense and W8A16 calls (nothing to quantize).
@@ -121,6 +142,7 @@ class Linear {
   std::vector<uint16_t> bf16_weight_cache_;  // [out, in] Ŵ, WeightCache::All on FP8 layers
   ActivationCodeHook code_hook_;
   ActivationInputObserver input_observer_;
+  mutable std::shared_ptr<LinearBackendState> backend_state_;
 };
 
 }  // namespace stepmix

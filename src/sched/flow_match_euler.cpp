@@ -71,8 +71,12 @@ void FlowMatchEulerDiscreteScheduler::step(std::span<const float> model_output, 
   if (!options_.stochastic_sampling) {
     // x_{k+1} = x_k + (σ_{k+1} − σ_k)·v_k
     const float dt = sigma_next - sigma;
-    const float dt_s = out_round(dt);
-    for (std::size_t i = 0; i < n; ++i) x[i] = out_round(x[i] + out_round(dt_s * out_round(v[i])));
+    if (bf16) {
+      const float dt_s = out_round(dt);
+      for (std::size_t i = 0; i < n; ++i) x[i] = out_round(x[i] + out_round(dt_s * out_round(v[i])));
+    } else {
+      detail::euler_elements(dt, n, x, v);
+    }
   } else {
     // x0 = x_k − σ_k·v_k;  x_{k+1} = (1 − σ_{k+1})·x0 + σ_{k+1}·ε_k
     noise_buffer_.resize(n);
@@ -86,5 +90,25 @@ void FlowMatchEulerDiscreteScheduler::step(std::span<const float> model_output, 
   }
   ++step_index_;
 }
+
+LatentStep FlowMatchEulerDiscreteScheduler::begin_latent_step(double timestep, std::size_t n) {
+  check_step_args(n, timestep, n);
+  if (options_.stochastic_sampling)
+    throw Error("scheduler", "FlowMatchEuler: stochastic sampling runs on the host only (its noise is drawn there)");
+  if (options_.precision != Precision::fp32)
+    throw Error("scheduler",
+                "FlowMatchEuler: the bf16 emulation runs on the host only (a latent in backend memory is fp32)");
+  LatentStep step;
+  step.kind = LatentStep::Kind::Euler;
+  step.euler_dt = sigmas_[std::size_t(step_index_) + 1] - sigmas_[std::size_t(step_index_)];
+  ++step_index_;
+  return step;
+}
+
+namespace detail {
+void euler_elements(float dt, std::size_t n, float* x, const float* v) {
+  for (std::size_t i = 0; i < n; ++i) x[i] = x[i] + dt * v[i];
+}
+}  // namespace detail
 
 }  // namespace stepmix::sched

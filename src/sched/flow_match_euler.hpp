@@ -34,6 +34,7 @@ class FlowMatchEulerDiscreteScheduler final : public Scheduler {
   std::string name() const override { return "FlowMatchEulerDiscreteScheduler"; }
   using Scheduler::step;
   void step(std::span<const float> model_output, double timestep, std::span<float> sample) override;
+  LatentStep begin_latent_step(double timestep, std::size_t n) override;
 
   void set_noise_source(NoiseSource source) { noise_ = std::move(source); }
   const FlowMatchEulerOptions& options() const { return options_; }
@@ -43,5 +44,11 @@ class FlowMatchEulerDiscreteScheduler final : public Scheduler {
   NoiseSource noise_;
   std::vector<float> noise_buffer_;
 };
+
+namespace detail {
+// The deterministic fp32 Euler update x[i] = x[i] + dt·v[i] (step() and
+// apply_latent_step both run it).
+void euler_elements(float dt, std::size_t n, float* x, const float* v);
+}  // namespace detail
 
 }  // namespace stepmix::sched

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "sched/latent_step.hpp"
+
 namespace stepmix::sched {
 
 // Arithmetic of the latent state.
@@ -67,6 +69,15 @@ class Scheduler {
   void step(const float* model_output, double timestep, float* sample, std::size_t n) {
     step(std::span<const float>(model_output, n), timestep, std::span<float>(sample, n));
   }
+
+  // The same step for a latent of n values held elsewhere (backend memory):
+  // checks the arguments as step() does, advances the scheduler as step()
+  // would, and returns the float32 coefficients the caller applies
+  // (latent_step.hpp; apply_latent_step is the host's twin). fp32
+  // arithmetic only; a path that needs the host (bf16 emulation, stochastic
+  // sampling) throws stepmix::Error. Diagnostics that read the host history
+  // (UniPC's last_x0) are not kept.
+  virtual LatentStep begin_latent_step(double timestep, std::size_t n) = 0;
 
  protected:
   // Shared argument checks for step(); throws stepmix::Error("scheduler", ...).

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "sched/rounding.hpp"
+#include "sched/flow_match_euler.hpp"
 #include "sched/schedule.hpp"
 #include "stepmix/error.hpp"
 
@@ -41,6 +42,46 @@ UpdateCoeffs update_coeffs(double a, double b) {
 template <class R>
 float base_term(float ratio, float x, float c_m, float m) {
   return R::round(R::round(ratio * x) - R::round(c_m * m));
+}
+
+// One step over every element (each element is independent of the others):
+// the operations of docs/schedulers.md §6 in the reference's order, every
+// result rounded by R.
+template <class R>
+void unipc_elements(const UniPCStep& s, std::size_t n, float* x, const float* v, const LatentHistory& h) {
+  const float half = 0.5f;
+  for (std::size_t i = 0; i < n; ++i) {
+    // The emulated pipeline holds BF16 tensors; make the inputs so.
+    float xi = std::is_same_v<R, detail::RoundF32> ? x[i] : R::round(x[i]);
+    // 1. x0 prediction (flow).
+    const float m = R::round(xi - R::round(s.sigma * R::round(v[i])));
+    h.x0_now[i] = m;
+    // 2. Corrector.
+    if (s.corrector_order != 0) {
+      const float base = base_term<R>(s.c_ratio, h.last_sample[i], s.c_m, h.x0_prev[i]);
+      const float dt = R::round(m - h.x0_prev[i]);
+      float inner;
+      if (s.corrector_order == 1) {
+        inner = R::round(half * dt);
+      } else {
+        const float d = R::round(R::round(h.x0_prev2[i] - h.x0_prev[i]) / s.c_r);
+        inner = R::round(R::round(s.c_rho1 * d) + R::round(s.c_rho2 * dt));
+      }
+      xi = R::round(base - R::round(s.c_d * inner));
+    }
+    // 3. Remembered for the next corrector.
+    h.last_sample[i] = xi;
+    // 4. Predictor.
+    if (s.predictor_order == 0) {
+      x[i] = m;
+    } else if (s.predictor_order == 1) {
+      x[i] = base_term<R>(s.p_ratio, xi, s.p_m, m);
+    } else {
+      const float base = base_term<R>(s.p_ratio, xi, s.p_m, m);
+      const float d = R::round(R::round(h.x0_prev[i] - m) / s.p_r);
+      x[i] = R::round(base - R::round(s.p_d * R::round(half * d)));
+    }
+  }
 }
 
 }  // namespace
@@ -111,110 +152,96 @@ void UniPCMultistepScheduler::step(std::span<const float> model_output, double t
     step_impl<detail::RoundF32>(model_output, sample);
 }
 
+LatentStep UniPCMultistepScheduler::begin_latent_step(double timestep, std::size_t n) {
+  check_step_args(n, timestep, n);
+  if (options_.precision != Precision::fp32)
+    throw Error("scheduler", "UniPC: the bf16 emulation runs on the host only (a latent in backend memory is fp32)");
+  int order = 0;
+  LatentStep step;
+  step.kind = LatentStep::Kind::UniPC;
+  step.unipc = coefficients<detail::RoundF32>(order);
+  finish_step(order);
+  return step;
+}
+
 // §6. k = step_index_, N = num_steps():
 //  1. m_k = x_k − σ_k·v_k                      (from the uncorrected x_k)
 //  2. k ≥ 1: x̃_k = UniC(order p_{k−1})         else x̃_k = x_k
 //  3. history ← (m_{k−1}, m_k)
 //  4. p_k = min(order, N − k, k + 1); remember x̃_k
 //  5. x_{k+1} = UniP(order p_k) from x̃_k
+// The float64 coefficients of both updates, each rounded once by R::scalar;
+// `order` receives p_k.
+template <class R>
+UniPCStep UniPCMultistepScheduler::coefficients(int& order) const {
+  const int k = step_index_;
+  const int N = num_steps();
+  UniPCStep s;
+  s.sigma = R::scalar(sigmas_[std::size_t(k)]);
+
+  // 2. UniC corrector: from σ_{k−1} to σ_k, starting at x̃_{k−1}, with the
+  //    previous predictor's order.
+  if (k >= 1) {
+    const double a = sigmas_[std::size_t(k - 1)];
+    const double b = sigmas_[std::size_t(k)];
+    const UpdateCoeffs c = update_coeffs(a, b);
+    s.c_ratio = R::scalar(c.ratio), s.c_m = R::scalar(c.c_m), s.c_d = R::scalar(c.c_d);
+    s.corrector_order = prev_order_ == 1 ? 1 : 2;
+    if (s.corrector_order == 2) {
+      const UniCRhos w = unipc_corrector_rhos(sigmas_[std::size_t(k - 2)], a, b);
+      s.c_r = R::scalar(w.r), s.c_rho1 = R::scalar(w.rho1), s.c_rho2 = R::scalar(w.rho2);
+    }
+  }
+
+  // 4. Order: warm-up (k + 1 entries of history), lower_order_final.
+  order = std::min({options_.solver_order, N - k, k + 1});
+
+  // 5. UniP predictor from σ_k to σ_{k+1}. The final step (σ = 0, forced
+  //    order 1) has h = ∞, φ = −1, b/a = 0, α(b) = 1, so x_N = m_{N−1}
+  //    exactly: predictor order 0, the infinities never evaluated.
+  const double a = sigmas_[std::size_t(k)];
+  const double b = sigmas_[std::size_t(k + 1)];
+  if (b != 0.0) {
+    const UpdateCoeffs c = update_coeffs(a, b);
+    s.p_ratio = R::scalar(c.ratio), s.p_m = R::scalar(c.c_m), s.p_d = R::scalar(c.c_d);
+    s.predictor_order = order;
+    // r = (λ(σ_{k−1}) − λ(σ_k)) / h < 0; the order-2 weight is fixed at ½.
+    if (order == 2) s.p_r = R::scalar((unipc_lambda(sigmas_[std::size_t(k - 1)]) - unipc_lambda(a)) / c.h);
+  }
+  return s;
+}
+
+void UniPCMultistepScheduler::finish_step(int order) {
+  last_used_corrector_ = step_index_ >= 1;
+  prev_order_ = order;
+  last_order_ = order;
+  ++step_index_;
+}
+
 template <class R>
 void UniPCMultistepScheduler::step_impl(std::span<const float> model_output, std::span<float> sample) {
   const std::size_t n = sample.size();
-  const int k = step_index_;
-  const int N = num_steps();
   if (m1_.size() != n) {
     m1_.assign(n, 0.0f);
     m2_.assign(n, 0.0f);
     m_cur_.assign(n, 0.0f);
     last_sample_.assign(n, 0.0f);
   }
-  float* x = sample.data();
-  const float* v = model_output.data();
-
-  if constexpr (!std::is_same_v<R, detail::RoundF32>) {
-    // The emulated pipeline holds BF16 tensors; make the inputs so.
-    for (std::size_t i = 0; i < n; ++i) x[i] = R::round(x[i]);
-  }
-
-  // 1. x0 prediction (flow): m_k = x_k − σ_k·v_k.
-  {
-    const float sigma = R::scalar(sigmas_[std::size_t(k)]);
-    for (std::size_t i = 0; i < n; ++i) m_cur_[i] = R::round(x[i] - R::round(sigma * R::round(v[i])));
-  }
-
-  // 2. UniC corrector: from σ_{k−1} to σ_k, starting at x̃_{k−1}, with the
-  //    previous predictor's order. Overwrites x with x̃_k.
-  last_used_corrector_ = k >= 1;
-  if (k >= 1) {
-    const double a = sigmas_[std::size_t(k - 1)];
-    const double b = sigmas_[std::size_t(k)];
-    const UpdateCoeffs c = update_coeffs(a, b);
-    const float ratio = R::scalar(c.ratio), c_m = R::scalar(c.c_m), c_d = R::scalar(c.c_d);
-    const float* xl = last_sample_.data();
-    const float* m_prev = m1_.data();  // m_{k−1}
-    const float* m_now = m_cur_.data();  // m_k
-    if (prev_order_ == 1) {
-      // x̃_k = base − α(b)·B·(½·(m_k − m_{k−1}))
-      const float half = 0.5f;
-      for (std::size_t i = 0; i < n; ++i) {
-        const float base = base_term<R>(ratio, xl[i], c_m, m_prev[i]);
-        const float inner = R::round(half * R::round(m_now[i] - m_prev[i]));
-        x[i] = R::round(base - R::round(c_d * inner));
-      }
-    } else {
-      // Order 2: D = (m_{k−2} − m_{k−1}) / r,
-      // x̃_k = base − α(b)·B·(ρ1·D + ρ2·(m_k − m_{k−1})).
-      const UniCRhos w = unipc_corrector_rhos(sigmas_[std::size_t(k - 2)], a, b);
-      const float r = R::scalar(w.r), rho1 = R::scalar(w.rho1), rho2 = R::scalar(w.rho2);
-      const float* m_prev2 = m2_.data();  // m_{k−2}
-      for (std::size_t i = 0; i < n; ++i) {
-        const float base = base_term<R>(ratio, xl[i], c_m, m_prev[i]);
-        const float d = R::round(R::round(m_prev2[i] - m_prev[i]) / r);
-        const float dt = R::round(m_now[i] - m_prev[i]);
-        const float inner = R::round(R::round(rho1 * d) + R::round(rho2 * dt));
-        x[i] = R::round(base - R::round(c_d * inner));
-      }
-    }
-  }
-
+  int order = 0;
+  const UniPCStep s = coefficients<R>(order);
+  unipc_elements<R>(s, n, sample.data(), model_output.data(),
+                    {m2_.data(), m1_.data(), m_cur_.data(), last_sample_.data()});
   // 3. History: (m_{k−2}, m_{k−1}) ← (m_{k−1}, m_k); m_cur_ becomes scratch.
   std::swap(m2_, m1_);
   std::swap(m1_, m_cur_);
+  finish_step(order);
+}
 
-  // 4. Order: warm-up (k + 1 entries of history), lower_order_final.
-  const int order = std::min({options_.solver_order, N - k, k + 1});
-  std::copy(x, x + n, last_sample_.begin());
-
-  // 5. UniP predictor from σ_k to σ_{k+1}.
-  const double a = sigmas_[std::size_t(k)];
-  const double b = sigmas_[std::size_t(k + 1)];
-  const float* m_now = m1_.data();  // m_k
-  if (b == 0.0) {
-    // Final step (forced order 1): h = ∞, φ = −1, b/a = 0, α(b) = 1, so
-    // x_N = m_{N−1} exactly; skip evaluating the infinities.
-    std::copy(m_now, m_now + n, x);
-  } else {
-    const UpdateCoeffs c = update_coeffs(a, b);
-    const float ratio = R::scalar(c.ratio), c_m = R::scalar(c.c_m), c_d = R::scalar(c.c_d);
-    if (order == 1) {
-      for (std::size_t i = 0; i < n; ++i) x[i] = base_term<R>(ratio, x[i], c_m, m_now[i]);
-    } else {
-      // r = (λ(σ_{k−1}) − λ(σ_k)) / h < 0, D = (m_{k−1} − m_k) / r,
-      // weight fixed at ½ (not solved).
-      const float r = R::scalar((unipc_lambda(sigmas_[std::size_t(k - 1)]) - unipc_lambda(a)) / c.h);
-      const float half = 0.5f;
-      const float* m_prev = m2_.data();  // m_{k−1}
-      for (std::size_t i = 0; i < n; ++i) {
-        const float base = base_term<R>(ratio, x[i], c_m, m_now[i]);
-        const float d = R::round(R::round(m_prev[i] - m_now[i]) / r);
-        x[i] = R::round(base - R::round(c_d * R::round(half * d)));
-      }
-    }
-  }
-
-  prev_order_ = order;
-  last_order_ = order;
-  ++step_index_;
+void apply_latent_step(const LatentStep& step, std::size_t n, float* x, const float* v, const LatentHistory& history) {
+  if (step.kind == LatentStep::Kind::UniPC)
+    unipc_elements<detail::RoundF32>(step.unipc, n, x, v, history);
+  else
+    detail::euler_elements(step.euler_dt, n, x, v);
 }
 
 }  // namespace stepmix::sched

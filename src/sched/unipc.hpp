@@ -38,6 +38,7 @@ class UniPCMultistepScheduler final : public Scheduler {
   std::string name() const override { return "UniPCMultistepScheduler"; }
   using Scheduler::step;
   void step(std::span<const float> model_output, double timestep, std::span<float> sample) override;
+  LatentStep begin_latent_step(double timestep, std::size_t n) override;
 
   const UniPCOptions& options() const { return options_; }
   // The same timesteps as timesteps(), as the integers the model receives.
@@ -53,6 +54,9 @@ class UniPCMultistepScheduler final : public Scheduler {
  private:
   template <class Rounding>
   void step_impl(std::span<const float> model_output, std::span<float> sample);
+  template <class Rounding>
+  UniPCStep coefficients(int& order) const;
+  void finish_step(int order);
 
   UniPCOptions options_;
   std::vector<std::int64_t> int_timesteps_;

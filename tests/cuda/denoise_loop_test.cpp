@@ -1,16 +1,19 @@
 // The denoising loop's CUDA pieces against the CPU code they replace: the
 // FlowMatch Euler scheduler's fp32 step (the real scheduler, several steps),
-// the CFG combination of the denoising loop, patchify/unpatchify and the
-// timestep sinusoid of model/embedding.hpp.
+// UniPC's step (whole runs at orders 1 and 2 against the real scheduler's
+// step()), the CFG combination of the denoising loop, patchify/unpatchify and
+// the timestep sinusoid of model/embedding.hpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
+#include "core/non_finite.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "model/embedding.hpp"
 #include "sched/flow_match_euler.hpp"
+#include "sched/unipc.hpp"
 
 namespace stepmix::test {
 namespace {
@@ -44,6 +47,55 @@ TEST_F(CudaDenoiseLoop, CfgAndEulerStepsAreThoseOfTheCpuLoopBitForBit) {
     expect_same_floats(to_host<float>(d_guided, n), guided, "cfg");
     cuda::euler_step(d_latent.as<float>(), d_guided.as<float>(), int64_t(n), dt, nullptr);
     expect_same_floats(to_host<float>(d_latent, n), latent, "euler");
+  }
+}
+
+// Every step of a run: the scheduler's own step() on the host, the same step
+// as begin_latent_step's coefficients through unipc_step_f32 on the device
+// (history in device memory, renamed by LatentHistory::advance), bit for bit.
+TEST_F(CudaDenoiseLoop, UniPCStepsAreThoseOfTheSchedulerBitForBit) {
+  const size_t n = 50021;
+  for (int order : {1, 2}) {
+    for (int steps : {3, 35}) {
+      sched::UniPCOptions o;
+      o.flow_shift = 10.0;
+      o.solver_order = order;
+      sched::UniPCMultistepScheduler host(o), device(o);
+      host.set_timesteps(steps);
+      device.set_timesteps(steps);
+      std::vector<float> latent = normal_floats(n, 83, 1.0f);
+      cuda::DeviceBuffer d_latent = to_device(latent), d_v(n * 4), d_history(4 * n * 4);
+      float* h = d_history.as<float>();
+      sched::LatentHistory history{h, h + n, h + 2 * n, h + 3 * n};
+      for (int k = 0; k < steps; ++k) {
+        const double t = host.timesteps()[size_t(k)];
+        const std::vector<float> v = normal_floats(n, 300 + k, 1.0f);
+        host.step(v.data(), t, latent.data(), n);
+        const sched::LatentStep step = device.begin_latent_step(t, n);
+        d_v.upload(v.data(), n * 4);
+        cuda::unipc_step_f32(step.unipc, int64_t(n), d_latent.as<float>(), d_v.as<float>(), history.x0_prev2,
+                             history.x0_prev, history.x0_now, history.last_sample, nullptr);
+        history.advance();
+        SCOPED_TRACE("order " + std::to_string(order) + " step " + std::to_string(k) + " of " + std::to_string(steps));
+        expect_same_floats(to_host<float>(d_latent, n), latent, "unipc");
+      }
+    }
+  }
+}
+
+TEST_F(CudaDenoiseLoop, TheNonFiniteFlagAgreesWithTheCpuScan) {
+  const size_t n = 70001;
+  cuda::DeviceBuffer flag(4);
+  for (uint32_t bits : {0u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u, 0xFFFFFFFFu, 0x7F7FFFFFu}) {
+    for (size_t where : {size_t(0), n / 2, n - 1}) {
+      std::vector<float> x = normal_floats(n, 97, 1e30f);
+      x[where] = std::bit_cast<float>(bits);
+      cuda::DeviceBuffer d = to_device(x);
+      cuda::fill_zero(flag.data(), 4, nullptr);
+      cuda::flag_non_finite_f32(d.as<float>(), int64_t(n), flag.as<uint32_t>(), nullptr);
+      const bool flagged = to_host<uint32_t>(flag, 1)[0] != 0;
+      EXPECT_EQ(flagged, first_non_finite(x.data(), n).has_value()) << std::hex << bits << " at " << where;
+    }
   }
 }
 

@@ -15,6 +15,7 @@
 #include "cuda_test_util.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/kernel_set.hpp"
+#include "stepmix/error.hpp"
 
 namespace stepmix::test {
 namespace {
@@ -137,6 +138,18 @@ TEST_F(CudaPointwise, ReluSquaredWidenAndResidualAddAreBitExactOnEveryBf16) {
     for (size_t i = 0; i < x.size(); ++i)
       if (!std::isnan(twin[i])) ASSERT_EQ(float_bits(got[i]), float_bits(twin[i])) << i;
   }
+}
+
+TEST_F(CudaPointwise, AddRowIsTheCpuAddOnEveryRowBitForBit) {
+  const int64_t rows = 37, n = 1001;  // n not a multiple of 8: rows start unaligned
+  const std::vector<float> x = wide_floats(size_t(rows * n), 73), row = wide_floats(size_t(n), 74);
+  std::vector<float> twin = x;
+  for (int64_t r = 0; r < rows; ++r) cpu().add_f32(twin.data() + r * n, row.data(), n);
+  cuda::DeviceBuffer dx = to_device(x), drow = to_device(row);
+  cuda::add_row_f32(dx.as<float>(), rows, n, drow.as<float>(), nullptr);
+  const auto got = to_host<float>(dx, x.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(float_bits(got[i]), float_bits(twin[i])) << i;
+  EXPECT_THROW(cuda::add_row_f32(dx.as<float>(), rows, 0, drow.as<float>(), nullptr), Error);
 }
 
 TEST_F(CudaPointwise, RoundToBf16IsBitExactIncludingTiesAndNaN) {

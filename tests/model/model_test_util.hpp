@@ -44,9 +44,30 @@ inline double max_normalised_deviation(const std::vector<float>& actual, const s
   return max_golden > 0 ? max_diff / max_golden : max_diff;
 }
 
+// bf16 activations against the float32 goldens (forward_bf16_test.cpp says
+// where they come from): dense, W8A16, W8A8 free running, and W8A8 with the
+// stored activation codes substituted (what is left are the bf16 roundings
+// of the dense case).
+inline constexpr double kBf16DenseBound = 5e-2;
+inline constexpr double kBf16W8A16Bound = 5e-2;
+inline constexpr double kBf16W8A8FreeRunningBound = 2e-1;
+inline constexpr double kBf16W8A8ForcedBound = kBf16DenseBound;
+
+// Substitutes the golden forward case's stored W8A8 activation codes
+// (w8a8.act_codes.<linear>) in every W8A8 call of `model`, counting the calls.
+inline void force_stored_codes(Cosmos3Transformer& model, std::shared_ptr<const SafetensorsFile> golden, int& calls) {
+  model.set_activation_code_hook([golden, &calls](const std::string& linear, uint8_t* q, int64_t M, int64_t K) {
+    const TensorView& stored = golden->get("w8a8.act_codes." + linear);
+    ASSERT_EQ(stored.numel(), M * K) << linear;
+    std::copy_n(stored.as<uint8_t>(), M * K, q);
+    ++calls;
+  });
+}
+
 // "transformer" (BF16) or "transformer-fp8".
-inline Cosmos3Transformer load_tiny(const std::string& folder, WeightCache cache = WeightCache::None) {
-  return Cosmos3Transformer::load(ModelDirectory::open(golden_path(folder)), cache);
+inline Cosmos3Transformer load_tiny(const std::string& folder, WeightCache cache = WeightCache::None,
+                                    Backend& backend = cpu_backend()) {
+  return Cosmos3Transformer::load(ModelDirectory::open(golden_path(folder)), cache, backend);
 }
 
 }  // namespace stepmix::test

@@ -139,6 +139,11 @@ void synchronize(StreamHandle stream, const char* operation = "cudaStreamSynchro
 void fill_zero(void* device, std::size_t bytes, StreamHandle stream);
 // Device-to-device copy queued on `stream`.
 void copy_device(void* destination, const void* source, std::size_t bytes, StreamHandle stream);
+// Host memory (pageable or not) to and from device memory, in the order of
+// `stream`'s work: both wait for the copy, so the host buffer may be reused
+// or read as soon as they return.
+void copy_to_device(void* device, const void* host, std::size_t bytes, StreamHandle stream);
+void copy_to_host(void* host, const void* device, std::size_t bytes, StreamHandle stream);
 
 // Milliseconds between two points of a stream, for benchmarks: start(),
 // queue work, stop() (waits for it).

@@ -20,6 +20,7 @@
 #include "core/vision_tokens.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/pointwise.hpp"
+#include "sched/latent_step.hpp"
 
 namespace stepmix::cuda {
 
@@ -145,6 +146,9 @@ void silu_gate_bf16(const uint16_t* gate, const uint16_t* up, int64_t count, uin
 void relu_squared_bf16(uint16_t* x, int64_t count, StreamHandle stream);
 // residual[i] += float(y[i]).
 void add_bf16_to_f32(float* residual, const uint16_t* y, int64_t count, StreamHandle stream);
+// x[r, :] += row[:] for r < rows, x [rows, n] and row [n] float32 (one
+// embedding row added to a frame's tokens); bit-exact with the CPU's add_f32.
+void add_row_f32(float* x, int64_t rows, int64_t n, const float* row, StreamHandle stream);
 void widen_bf16(const uint16_t* x, int64_t count, float* out, StreamHandle stream);
 void round_to_bf16(const float* x, int64_t count, uint16_t* out, StreamHandle stream);
 
@@ -163,6 +167,15 @@ void cfg_combine(const float* v_uncond, const float* v_cond, int64_t count, floa
 // UniPC keeps its history on the host: the caller copies the guided velocity
 // and the latent at step boundaries.
 void euler_step(float* x, const float* v, int64_t count, float dt, StreamHandle stream);
+// One UniPC step (sched/latent_step.hpp) on a float32 latent and its
+// history in device memory, every operation rounded to float32 in the order
+// of apply_latent_step (bit-exact with it and with the scheduler's fp32
+// step()): x [count] in place from v, m_k into x0_now, x̃_k into last_sample.
+void unipc_step_f32(const sched::UniPCStep& step, int64_t count, float* x, const float* v, const float* x0_prev2,
+                    const float* x0_prev, float* x0_now, float* last_sample, StreamHandle stream);
+// *flag (device, zeroed by the caller) becomes 1 when any x[i] is NaN or
+// ±inf, tested on the bits as core/non_finite.hpp does.
+void flag_non_finite_f32(const float* x, int64_t count, uint32_t* flag, StreamHandle stream);
 // Exact index maps of model/embedding.hpp: latent [C, T, H, W] → patches
 // [T·Hp·Wp, p·p·C] (padding zero), and back for the frames listed (host
 // array, `frame_count` entries) into out [C, T, H, W] (every other frame zero).

@@ -1,5 +1,5 @@
 // The denoising loop's device-side pieces (timestep embedding, CFG
-// combination, Euler update, patchify/unpatchify) and the seeded fills the
+// combination, Euler and UniPC updates, patchify/unpatchify) and the seeded fills the
 // tests and benchmarks make their data with.
 #include <cuda_runtime.h>
 
@@ -42,6 +42,56 @@ struct Euler {
   const float* v;
   float dt;
   __device__ void one(int64_t i) const { x[i] = __fadd_rn(x[i], __fmul_rn(dt, v[i])); }
+};
+
+// apply_latent_step's UniPC element (sched/unipc.cpp), operation by operation.
+struct UniPC {
+  sched::UniPCStep s;
+  float* x;
+  const float* v;
+  const float* x0_prev2;
+  const float* x0_prev;
+  float* x0_now;
+  float* last_sample;
+  // base(a, x, b, m) = a·x − b·m
+  __device__ static float base(float a, float xv, float b, float m) {
+    return __fsub_rn(__fmul_rn(a, xv), __fmul_rn(b, m));
+  }
+  __device__ void one(int64_t i) const {
+    float xi = x[i];
+    const float m = __fsub_rn(xi, __fmul_rn(s.sigma, v[i]));
+    x0_now[i] = m;
+    if (s.corrector_order != 0) {
+      const float b = base(s.c_ratio, last_sample[i], s.c_m, x0_prev[i]);
+      const float dt = __fsub_rn(m, x0_prev[i]);
+      float inner;
+      if (s.corrector_order == 1) {
+        inner = __fmul_rn(0.5f, dt);
+      } else {
+        const float d = __fdiv_rn(__fsub_rn(x0_prev2[i], x0_prev[i]), s.c_r);
+        inner = __fadd_rn(__fmul_rn(s.c_rho1, d), __fmul_rn(s.c_rho2, dt));
+      }
+      xi = __fsub_rn(b, __fmul_rn(s.c_d, inner));
+    }
+    last_sample[i] = xi;
+    if (s.predictor_order == 0) {
+      x[i] = m;
+    } else if (s.predictor_order == 1) {
+      x[i] = base(s.p_ratio, xi, s.p_m, m);
+    } else {
+      const float b = base(s.p_ratio, xi, s.p_m, m);
+      const float d = __fdiv_rn(__fsub_rn(x0_prev[i], m), s.p_r);
+      x[i] = __fsub_rn(b, __fmul_rn(s.p_d, __fmul_rn(0.5f, d)));
+    }
+  }
+};
+
+struct NonFinite {
+  const float* x;
+  uint32_t* flag;
+  __device__ void one(int64_t i) const {
+    if ((__float_as_uint(x[i]) & 0x7F800000u) == 0x7F800000u) *flag = 1;  // every writer stores the same 1
+  }
 };
 
 struct Grid {
@@ -142,6 +192,23 @@ void cfg_combine(const float* v_uncond, const float* v_cond, int64_t count, floa
 void euler_step(float* x, const float* v, int64_t count, float dt, StreamHandle stream) {
   require(count == 0 || (x && v), "euler_step", "null device pointer");
   launch_each("euler_step", Euler{x, v, dt}, count, stream);
+}
+
+void unipc_step_f32(const sched::UniPCStep& step, int64_t count, float* x, const float* v, const float* x0_prev2,
+                    const float* x0_prev, float* x0_now, float* last_sample, StreamHandle stream) {
+  require(step.corrector_order >= 0 && step.corrector_order <= 2 && step.predictor_order >= 0 &&
+              step.predictor_order <= 2,
+          "unipc_step_f32", "orders must be 0, 1 or 2");
+  require(count == 0 || (x && v && x0_now && last_sample), "unipc_step_f32", "null device pointer");
+  require(count == 0 || ((step.corrector_order == 0 || x0_prev) && (step.corrector_order < 2 || x0_prev2) &&
+                         (step.predictor_order < 2 || x0_prev)),
+          "unipc_step_f32", "null history pointer for the orders of this step");
+  launch_each("unipc_step_f32", UniPC{step, x, v, x0_prev2, x0_prev, x0_now, last_sample}, count, stream);
+}
+
+void flag_non_finite_f32(const float* x, int64_t count, uint32_t* flag, StreamHandle stream) {
+  require(flag && (count == 0 || x), "flag_non_finite_f32", "null device pointer");
+  launch_each("flag_non_finite_f32", NonFinite{x, flag}, count, stream);
 }
 
 void patchify(const float* latent, const PatchGrid& grid, float* patches, StreamHandle stream) {

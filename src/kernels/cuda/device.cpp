@@ -208,6 +208,20 @@ void copy_device(void* destination, const void* source, std::size_t bytes, Strea
                "cudaMemcpyAsync(device to device)");
 }
 
+void copy_to_device(void* device, const void* host, std::size_t bytes, StreamHandle stream) {
+  if (!bytes) return;
+  check_cuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream),
+             "cudaMemcpyAsync(host to device, " + format_bytes(bytes) + ")");
+  synchronize(stream, "cudaStreamSynchronize (after a host-to-device copy)");
+}
+
+void copy_to_host(void* host, const void* device, std::size_t bytes, StreamHandle stream) {
+  if (!bytes) return;
+  check_cuda(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream),
+             "cudaMemcpyAsync(device to host, " + format_bytes(bytes) + ")");
+  synchronize(stream, "cudaStreamSynchronize (after a device-to-host copy)");
+}
+
 // ---------------------------------------------------------------- StreamTimer
 StreamTimer::StreamTimer() {
   cudaEvent_t a = nullptr, b = nullptr;

@@ -184,6 +184,13 @@ struct AddToF32 {
   }
 };
 
+struct AddRow {
+  float* x;
+  const float* row;
+  int64_t n;
+  __device__ void one(int64_t i) const { x[i] = __fadd_rn(x[i], row[i % n]); }
+};
+
 struct Widen {
   const uint16_t* x;
   float* out;
@@ -250,6 +257,13 @@ void relu_squared_bf16(uint16_t* x, int64_t count, StreamHandle stream) {
 void add_bf16_to_f32(float* residual, const uint16_t* y, int64_t count, StreamHandle stream) {
   launch_each_by_eight("add_bf16_to_f32", AddToF32{residual, y}, count, aligned(residual, 16) && aligned(y, 16),
                      stream);
+}
+
+void add_row_f32(float* x, int64_t rows, int64_t n, const float* row, StreamHandle stream) {
+  require(rows >= 0 && n > 0, "add_row_f32", "expected rows >= 0 and n > 0, got rows=" + std::to_string(rows) +
+                                                 " n=" + std::to_string(n));
+  require(rows == 0 || (x && row), "add_row_f32", "null device pointer");
+  launch_each("add_row_f32", AddRow{x, row, n}, rows * n, stream);
 }
 
 void widen_bf16(const uint16_t* x, int64_t count, float* out, StreamHandle stream) {

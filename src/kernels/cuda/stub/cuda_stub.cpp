@@ -65,6 +65,8 @@ void Stream::synchronize() const { without_cuda("cudaStreamSynchronize"); }
 void synchronize(StreamHandle, const char* operation) { without_cuda(operation); }
 void fill_zero(void*, std::size_t, StreamHandle) { without_cuda("fill_zero"); }
 void copy_device(void*, const void*, std::size_t, StreamHandle) { without_cuda("copy_device"); }
+void copy_to_device(void*, const void*, std::size_t, StreamHandle) { without_cuda("copy_to_device"); }
+void copy_to_host(void*, const void*, std::size_t, StreamHandle) { without_cuda("copy_to_host"); }
 
 StreamTimer::StreamTimer() { without_cuda("cudaEventCreate"); }
 StreamTimer::~StreamTimer() = default;
@@ -125,12 +127,18 @@ void silu_gate_bf16(const uint16_t*, const uint16_t*, int64_t, uint16_t*, Stream
 }
 void relu_squared_bf16(uint16_t*, int64_t, StreamHandle) { without_cuda("relu_squared_bf16"); }
 void add_bf16_to_f32(float*, const uint16_t*, int64_t, StreamHandle) { without_cuda("add_bf16_to_f32"); }
+void add_row_f32(float*, int64_t, int64_t, const float*, StreamHandle) { without_cuda("add_row_f32"); }
 void widen_bf16(const uint16_t*, int64_t, float*, StreamHandle) { without_cuda("widen_bf16"); }
 void round_to_bf16(const float*, int64_t, uint16_t*, StreamHandle) { without_cuda("round_to_bf16"); }
 
 void timestep_sinusoid(float, float, float*, StreamHandle) { without_cuda("timestep_sinusoid"); }
 void cfg_combine(const float*, const float*, int64_t, float, float*, StreamHandle) { without_cuda("cfg_combine"); }
 void euler_step(float*, const float*, int64_t, float, StreamHandle) { without_cuda("euler_step"); }
+void flag_non_finite_f32(const float*, int64_t, uint32_t*, StreamHandle) { without_cuda("flag_non_finite_f32"); }
+void unipc_step_f32(const sched::UniPCStep&, int64_t, float*, const float*, const float*, const float*, float*, float*,
+                    StreamHandle) {
+  without_cuda("unipc_step_f32");
+}
 void patchify(const float*, const PatchGrid&, float*, StreamHandle) { without_cuda("patchify"); }
 void unpatchify(const float*, const PatchGrid&, const int64_t*, int64_t, float*, StreamHandle) {
   without_cuda("unpatchify");

@@ -1,0 +1,104 @@
+#include "model/memory_estimate.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "model/workspace.hpp"
+
+namespace stepmix {
+namespace {
+
+// The cuBLASLt workspace of the CUDA backend's GEMM runner
+// (cuda::GemmRunner::kDefaultWorkspaceBytes).
+constexpr std::size_t kGemmWorkspaceBytes = std::size_t(32) << 20;
+
+std::size_t bytes_of(int64_t count, std::size_t element) { return std::size_t(count) * element; }
+
+}  // namespace
+
+std::size_t estimate_workspace_bytes(const Cosmos3Config& c, std::span<const int64_t> und_lengths,
+                                     const PatchGrid& grid, int64_t noisy_tokens, ActivationDType activations) {
+  // Each slot ends at the largest request of any call (ForwardWorkspace
+  // grows to fit and never shrinks); the requests are those of
+  // forward_pass.cpp, slot by slot.
+  const bool bf16 = activations == ActivationDType::BF16;
+  const std::size_t t = bf16 ? 2 : 4, f = 4;
+  const int64_t E = c.hidden_size, I = c.intermediate_size, D = c.head_dim, Q = c.q_width(), KV = c.kv_width();
+  const int64_t Nv = grid.tokens(), Nn = noisy_tokens, F = grid.features();
+  std::array<std::size_t, std::size_t(Slot::count)> slot{};
+  const auto need = [&](Slot s, std::size_t bytes) { slot[std::size_t(s)] = std::max(slot[std::size_t(s)], bytes); };
+  for (const int64_t L : und_lengths) {
+    const int64_t rows = std::max(L, Nv), S = L + Nv;
+    need(Slot::und, bytes_of(L * E, f));
+    need(Slot::residual, bytes_of(Nv * E, f));
+    need(Slot::normed, bytes_of(rows * E, t));
+    need(Slot::q, bytes_of(rows * Q, t));
+    need(Slot::keys, bytes_of(S * KV, t));
+    need(Slot::values, bytes_of(S * KV, t));
+    if (c.has_und_k_norm_for_gen()) need(Slot::own_keys, bytes_of(L * KV, t));
+    need(Slot::attended, bytes_of(std::max(rows * Q, Nn * E), t));
+    need(Slot::projected, bytes_of(rows * E, t));
+    need(Slot::up, bytes_of(rows * I, t));
+    if (c.has_gate_proj()) need(Slot::gate, bytes_of(rows * I, t));
+    need(Slot::patches, bytes_of(Nv * F, f));
+    need(Slot::rope, bytes_of(2 * S * D, f));
+    if (Nn > 0) need(Slot::embedding, bytes_of(E, f));  // one timestep: one embedding row
+    need(Slot::output, bytes_of(Nn * F, f));
+    if (bf16) {  // the bf16 latent and the bf16 read-out reuse slots
+      need(Slot::normed, bytes_of(Nv * F, t));
+      need(Slot::projected, bytes_of(std::max(Nv * E, Nn * F), t));
+    }
+  }
+  std::size_t total = 0;
+  for (std::size_t bytes : slot) total += bytes;
+  return total;
+}
+
+MemoryEstimate estimate_run_memory(Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths,
+                                   const PatchGrid& grid, int64_t noisy_tokens, ActivationDType activations,
+                                   int64_t latent_buffers) {
+  const Cosmos3Config& c = transformer.config();
+  const std::size_t t = activations == ActivationDType::BF16 ? 2 : 4;
+  const int64_t E = c.hidden_size, D = c.head_dim, F = grid.features();
+  MemoryEstimate e;
+
+  int64_t max_in = 0, max_weight = 0;
+  bool uncached_fp8 = false;
+  transformer.for_each_governed_linear([&](Linear& l) {
+    e.weights += l.weight().nbytes + (l.bias() ? l.bias()->nbytes : 0);
+    if (l.is_fp8()) {
+      e.weights += 2 * sizeof(float);
+      if (l.weight_cache() == WeightCache::All) e.weights += bytes_of(l.out_features() * l.in_features(), 2);
+      uncached_fp8 |= l.weight_cache() != WeightCache::All;
+      max_in = std::max(max_in, l.in_features());
+      max_weight = std::max(max_weight, l.out_features() * l.in_features());
+    }
+  });
+  // proj_in [E, p²C] and proj_out [p²C, E], bf16 with bf16 biases.
+  e.weights += bytes_of(2 * E * F + E + F, 2);
+  // Norm weights as float32: four [E] and up to five [D] per layer, two [E].
+  e.weights += bytes_of(c.num_hidden_layers * (4 * E + 5 * D) + 2 * E, 4);
+
+  int64_t longest = 0;
+  for (const int64_t L : und_lengths) {
+    e.understanding_kv += bytes_of(c.num_hidden_layers * 2 * L * c.kv_width(), t);
+    longest = std::max(longest, L);
+  }
+
+  e.scratch = estimate_workspace_bytes(c, und_lengths, grid, noisy_tokens, activations) + kGemmWorkspaceBytes;
+  const int64_t rows = std::max(longest, grid.tokens());
+  e.scratch += bytes_of(rows * max_in, 1);               // E4M3 activation codes
+  if (uncached_fp8) e.scratch += bytes_of(max_weight, 2);  // one transient bf16 Ŵ
+  e.scratch += bytes_of(latent_buffers * grid.channels * grid.frames * grid.height * grid.width, 4);
+  return e;
+}
+
+void require_run_memory(Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths, const PatchGrid& grid,
+                        int64_t noisy_tokens, ActivationDType activations, const std::string& what,
+                        int64_t latent_buffers) {
+  if (transformer.backend().device() == Device::Cpu) return;
+  transformer.backend().require_memory(
+      estimate_run_memory(transformer, und_lengths, grid, noisy_tokens, activations, latent_buffers), what);
+}
+
+}  // namespace stepmix

@@ -1,0 +1,121 @@
+// denoise_on_backend (pipeline/denoise.hpp), the loop that keeps the latent,
+// the velocities, the CFG combination and the scheduler update in backend
+// memory (what --device cuda runs), on the CPU backend against the host loop
+// denoise(): the same bits at every step (latents, guided velocities, final
+// latent), the same trace and calls, for UniPC (the golden trajectories,
+// forced codes included, float32 and bf16 activations) and FlowMatch Euler,
+// with and without CFG; an observer that wants nothing gets nothing copied.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "pipeline/trajectory_run.hpp"
+#include "sched/flow_match_euler.hpp"
+#include "sched/unipc.hpp"
+
+namespace stepmix::test {
+namespace {
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void expect_identical(const TrajectoryVariant& variant, ActivationDType activations) {
+  SCOPED_TRACE(variant.file + " " + std::string(activation_dtype_name(activations)));
+  const TrajectoryOutcome host = run_trajectory(variant, cpu_backend(), activations);
+  const TrajectoryOutcome resident = run_trajectory(variant, cpu_backend(), activations, true);
+  expect_trajectory_shape(resident);
+  EXPECT_EQ(resident.generation_modes, host.generation_modes);
+  EXPECT_EQ(resident.reasoner_modes, host.reasoner_modes);
+  EXPECT_EQ(resident.transformer_calls, host.transformer_calls);
+  EXPECT_EQ(resident.total_codes, host.total_codes);
+  EXPECT_TRUE(same_bits(resident.latents, host.latents));
+  EXPECT_TRUE(same_bits(resident.v_cfg, host.v_cfg));
+  EXPECT_TRUE(same_bits(resident.final_latent, host.final_latent));
+}
+
+TEST(DenoiseOnBackend, GoldenTrajectoriesGiveTheHostLoopsBits) {
+  for (ActivationDType activations : {ActivationDType::F32, ActivationDType::BF16}) {
+    expect_identical({"dense", "transformer", {}, false}, activations);
+    expect_identical({"mixed33", "transformer-fp8", {}, true}, activations);
+    expect_identical({"mixed33", "transformer-fp8", {}, false}, activations);
+  }
+}
+
+// Records only what the loop hands over.
+class Counting : public DenoiseObserver {
+ public:
+  Counting(bool velocities, bool latent) : velocities_(velocities), latent_(latent) {}
+  void on_step_end(int, const std::vector<float>& v_cond, const std::vector<float>* v_uncond,
+                   const std::vector<float>& v_guided, const std::vector<float>& latent) override {
+    values += v_cond.size() + (v_uncond ? v_uncond->size() : 0) + v_guided.size() + latent.size();
+    last_latent = latent;
+    ++steps;
+  }
+  bool wants_velocities() const override { return velocities_; }
+  bool wants_latent() const override { return latent_; }
+  std::size_t values = 0;
+  int steps = 0;
+  std::vector<float> last_latent;
+
+ private:
+  bool velocities_, latent_;
+};
+
+DenoiseResult run_loop(bool resident, sched::Scheduler& scheduler, double guidance, DenoiseObserver* observer) {
+  const ModelDirectory dir = ModelDirectory::open(golden_path("transformer-fp8"));
+  Cosmos3Transformer transformer = Cosmos3Transformer::load(dir);
+  const ResolvedPolicy policy = resolve_policy(dir.config, dir.config_path, {});
+  StepController controller(plan_steps(policy, transformer.has_fp8(), 6));
+  const auto inputs = SafetensorsFile::open(golden_path("trajectory/inputs.safetensors"));
+  DenoiseRequest request;
+  request.cond_ids = trajectory_ids(*inputs, "cond.input_ids");
+  request.uncond_ids = trajectory_ids(*inputs, "uncond.input_ids");
+  request.latent_shape = {4, 1, 6, 8};
+  request.guidance = guidance;
+  request.noise = trajectory_floats(*inputs, "noise");
+  const SequenceSettings settings = read_sequence_settings(dir.config, dir.config_path);
+  return resident ? denoise_on_backend(transformer, scheduler, controller, request, settings, observer)
+                  : denoise(transformer, scheduler, controller, request, settings, observer);
+}
+
+TEST(DenoiseOnBackend, EulerWithAndWithoutGuidanceGivesTheHostLoopsBits) {
+  for (double guidance : {1.0, 3.0}) {
+    SCOPED_TRACE("guidance " + std::to_string(guidance));
+    sched::FlowMatchEulerOptions o;
+    o.shift = 3.0;
+    sched::FlowMatchEulerDiscreteScheduler a(o), b(o);
+    const DenoiseResult host = run_loop(false, a, guidance, nullptr);
+    const DenoiseResult resident = run_loop(true, b, guidance, nullptr);
+    EXPECT_TRUE(same_bits(resident.latent, host.latent));
+    EXPECT_EQ(resident.trace, host.trace);
+    EXPECT_EQ(resident.transformer_calls, host.transformer_calls);
+    EXPECT_EQ(resident.transformer_calls, guidance == 1.0 ? 6 : 12);
+  }
+}
+
+TEST(DenoiseOnBackend, CopiesOnlyWhatTheObserverWants) {
+  const std::size_t n = 4 * 6 * 8;
+  sched::UniPCOptions o;
+  o.flow_shift = 10.0;
+  sched::UniPCMultistepScheduler a(o), b(o), c(o);
+  Counting nothing(false, false), latent_only(false, true), everything(true, true);
+  const DenoiseResult r = run_loop(true, a, 3.0, &nothing);
+  run_loop(true, b, 3.0, &latent_only);
+  run_loop(true, c, 3.0, &everything);
+  EXPECT_EQ(nothing.steps, 6);
+  EXPECT_EQ(nothing.values, 0u);
+  EXPECT_EQ(latent_only.values, 6 * n);
+  EXPECT_TRUE(same_bits(latent_only.last_latent, r.latent));
+  EXPECT_EQ(everything.values, 6 * 4 * n);
+}
+
+TEST(DenoiseOnBackend, RefusesAHostOnlySchedulerPath) {
+  sched::UniPCOptions o;
+  o.precision = sched::Precision::bf16_emulation;
+  sched::UniPCMultistepScheduler emulated(o);
+  EXPECT_THROW(run_loop(true, emulated, 3.0, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace stepmix::test

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `--device cuda` (and STEPMIX_DEVICE=cuda) on every command that takes it.
+# Where no GPU is usable (no NVIDIA driver, no device, compute capability
+# below 9.0, or a build without CUDA), each is refused with exit 2 and one
+# line naming what is missing, before anything is written. Where a GPU is
+# usable, a bf16 forward runs and float32 activations are refused with one
+# line. $1 = stepmix binary, $2 = tests/data.
+set -u
+source "$(dirname "$0")/lib.sh" "$@"
+g=$golden
+case_file=$g/forward/image.safetensors
+missing='--device cuda: (.*built without CUDA|no NVIDIA driver|NVIDIA driver too old|no CUDA device|device 0 .* has compute capability|cuda[A-Za-z]+: )'
+
+# expect_missing NAME ARGS...: exit 2, one "stepmix: [cuda] --device cuda: <reason>" line, no output file.
+expect_missing() {
+  local name=$1
+  shift
+  checks=$((checks + 1))
+  timeout "$STEPMIX_TEST_TIMEOUT" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [[ $rc -eq 2 ]] || { fail "$name: exit $rc, expected 2 ($(head -c 600 "$tmp/err"))"; return; }
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "$name: stderr is not one line: $(head -c 600 "$tmp/err")"
+  grep -qE "^stepmix: \[cuda\] $missing" "$tmp/err" || fail "$name: stderr does not name what is missing: $(cat "$tmp/err")"
+  [[ ! -e $tmp/x.safetensors && ! -e $tmp/x.png ]] || fail "$name: an output was written"
+}
+
+forward=(forward --model "$g/transformer" --inputs "$case_file" --out "$tmp/x.safetensors" --precision dense)
+if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err"; then
+  # A usable GPU: the forward ran; float32 activations are CPU-only.
+  echo "device: a usable GPU is present"
+  checks=$((checks + 1))
+  [[ -s $tmp/x.safetensors ]] || fail "the cuda forward wrote no output"
+  rm -f "$tmp/x.safetensors"
+  expect_error f32-on-cuda "--activations f32 is CPU-only; use --activations bf16 with --device cuda" \
+    "${forward[@]}" --device cuda --activations f32
+  STEPMIX_DEVICE=cuda expect_error f32-on-cuda-env "--activations f32 is CPU-only" "${forward[@]}"
+else
+  echo "device: no usable GPU: $(cat "$tmp/err")"
+  expect_missing forward "$bin" "${forward[@]}" --device cuda --activations bf16
+  expect_missing forward-f32 "$bin" "${forward[@]}" --device cuda
+  expect_missing forward-env env STEPMIX_DEVICE=cuda "$bin" "${forward[@]}"
+  expect_missing generate "$bin" generate --model "$g/transformer-fp8" --prompt-ids 28,93,12,95 --latent-shape 4,1,6,8 \
+    --steps 2 --save-latents "$tmp/x.safetensors" --device cuda --activations bf16
+  expect_missing bench "$bin" bench --model "$g/transformer-fp8" --prompt-ids 28,93,12,95 --latent-shape 4,1,6,8 \
+    --steps 2 --repeat 1 --warmup 0 --no-peer --device cuda --activations bf16
+  printf 'ids:28,93,12,50,83,45,72,55,80,64,77,94,95\tlabel:1\n' >"$tmp/prompts.txt"
+  expect_missing compare "$bin" compare --model "$g/transformer-fp8" --reference "$g/transformer" \
+    --prompts "$tmp/prompts.txt" --seeds 1 --steps 2 --latent-shape 4,1,6,8 --device cuda --activations bf16 \
+    --out "$tmp/report"
+  [[ ! -e $tmp/report ]] || fail "compare: a report folder was written"
+fi
+# The CPU stays the default, and --device says what it accepts.
+"$bin" "${forward[@]}" >/dev/null 2>"$tmp/err" || fail "default device: $(cat "$tmp/err")"
+expect_error bad-device "--device: expected cpu or cuda, got 'tpu'" "${forward[@]}" --device tpu
+
+finish device
