@@ -1,6 +1,9 @@
 // Peak of the BF16 instructions the GEMMs are built on, no memory traffic:
 //   bench_peak_dot_bf16 [threads]        AVX512_BF16 vdpbf16ps, 12 independent
 //                                        accumulators -> "peak,<threads>,<GFLOP/s>"
+//   bench_peak_dot_bf16 [threads] --f32  AVX-512 vfmadd231ps (the float32
+//                                        convolutions of the VAE), 12
+//                                        accumulators -> "f32_peak,<threads>,<GFLOP/s>"
 //   bench_peak_dot_bf16 [threads] --amx  AMX-BF16 tdpbf16ps on 4 accumulator
 //                                        tiles from 2 A and 2 B tiles (the amx
 //                                        GEMM's inner loop without its loads)
@@ -31,35 +34,37 @@ double thread_seconds() {
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
-double run_one_thread(long iterations) {
-  // Twelve named accumulators (an array would be kept in memory by the
-  // compiler): enough independent chains to cover the instruction latency.
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
-         a9 = a0, a10 = a0, a11 = a0;
-  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3F80);  // 1.0 in bf16
-  const __m512bh y = (__m512bh)_mm512_set1_epi16(0x3C00);  // small value, keeps sums finite
-  // The twelve chains compute the same values; without this barrier in the
-  // loop the compiler proves them equal and keeps one (GCC 12 does), which
-  // times the latency of one chain and reports it as 12 instructions.
-#define STEPMIX_KEEP_CHAINS_APART()                                                                              \
+// The twelve accumulators start equal and get the same operands, so without
+// this the compiler may keep one and compute it once per iteration (GCC 12
+// at -O2 does: the loop then measures one dependent chain, the instruction's
+// latency, and reports 12x that as a peak). An empty asm that claims to read
+// and write every register keeps all twelve chains.
+#define STEPMIX_KEEP_CHAINS(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11)                                   \
   __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), \
                    "+v"(a9), "+v"(a10), "+v"(a11))
-  STEPMIX_KEEP_CHAINS_APART();
+
+// Twelve independent chains acc = step(acc), timed by the thread's CPU
+// clock; named accumulators (an array would be kept in memory by the
+// compiler): enough chains to cover the instruction latency.
+template <class Step>
+double run_twelve_chains(long iterations, const Step& step, double flops_per_instruction) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
+         a9 = a0, a10 = a0, a11 = a0;
   const double t0 = thread_seconds();
   for (long i = 0; i < iterations; ++i) {
-    a0 = _mm512_dpbf16_ps(a0, x, y);
-    a1 = _mm512_dpbf16_ps(a1, x, y);
-    a2 = _mm512_dpbf16_ps(a2, x, y);
-    a3 = _mm512_dpbf16_ps(a3, x, y);
-    a4 = _mm512_dpbf16_ps(a4, x, y);
-    a5 = _mm512_dpbf16_ps(a5, x, y);
-    a6 = _mm512_dpbf16_ps(a6, x, y);
-    a7 = _mm512_dpbf16_ps(a7, x, y);
-    a8 = _mm512_dpbf16_ps(a8, x, y);
-    a9 = _mm512_dpbf16_ps(a9, x, y);
-    a10 = _mm512_dpbf16_ps(a10, x, y);
-    a11 = _mm512_dpbf16_ps(a11, x, y);
-    STEPMIX_KEEP_CHAINS_APART();
+    a0 = step(a0);
+    a1 = step(a1);
+    a2 = step(a2);
+    a3 = step(a3);
+    a4 = step(a4);
+    a5 = step(a5);
+    a6 = step(a6);
+    a7 = step(a7);
+    a8 = step(a8);
+    a9 = step(a9);
+    a10 = step(a10);
+    a11 = step(a11);
+    STEPMIX_KEEP_CHAINS(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11);
   }
   const double seconds = thread_seconds() - t0;
   const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
@@ -67,8 +72,20 @@ double run_one_thread(long iterations) {
                                                  _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11))));
   volatile float sink = _mm512_reduce_add_ps(sum);
   (void)sink;
-  // Each vdpbf16ps: 16 lanes x 2 products x 2 flops.
-  return double(iterations) * 12 * 64 / seconds / 1e9;
+  return double(iterations) * 12 * flops_per_instruction / seconds / 1e9;
+}
+
+// vdpbf16ps: 16 lanes x 2 products x 2 flops.
+double run_one_thread(long iterations) {
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3F80);  // 1.0 in bf16
+  const __m512bh y = (__m512bh)_mm512_set1_epi16(0x3C00);  // small value, keeps sums finite
+  return run_twelve_chains(iterations, [&](__m512 a) { return _mm512_dpbf16_ps(a, x, y); }, 64);
+}
+
+// vfmadd231ps: 16 lanes x 2 flops.
+double run_one_thread_f32(long iterations) {
+  const __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(1e-3f);
+  return run_twelve_chains(iterations, [&](__m512 a) { return _mm512_fmadd_ps(x, y, a); }, 32);
 }
 
 __attribute__((target("amx-tile,amx-bf16"))) double run_one_thread_amx(long iterations) {
@@ -103,16 +120,18 @@ __attribute__((target("amx-tile,amx-bf16"))) double run_one_thread_amx(long iter
 
 int main(int argc, char** argv) {
   int threads = 1;
-  bool amx = false;
+  bool amx = false, f32 = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--amx")) {
       amx = true;
+    } else if (!std::strcmp(argv[i], "--f32")) {
+      f32 = true;
     } else {
       threads = std::atoi(argv[i]);
     }
   }
   if (threads < 1) {
-    std::fprintf(stderr, "usage: %s [threads] [--amx]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [threads] [--amx | --f32]\n", argv[0]);
     return 2;
   }
   if (amx && !(stepmix::cpu_features().can_run_amx_bf16() && stepmix::request_amx_permission())) {
@@ -120,14 +139,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   const long iterations = amx ? 20'000'000 / 4 : 200'000'000 / 12;
+  auto one_thread = [&]() {
+    if (amx) return run_one_thread_amx(iterations);
+    return f32 ? run_one_thread_f32(iterations) : run_one_thread(iterations);
+  };
   std::vector<double> gflops(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back(
-        [&, t] { gflops[std::size_t(t)] = amx ? run_one_thread_amx(iterations) : run_one_thread(iterations); });
+        [&, t] { gflops[std::size_t(t)] = one_thread(); });
   for (auto& th : pool) th.join();
   double total = 0;
   for (double g : gflops) total += g;
-  std::printf("%s,%d,%.1f\n", amx ? "amx_peak" : "peak", threads, total);
+  std::printf("%s,%d,%.1f\n", amx ? "amx_peak" : f32 ? "f32_peak" : "peak", threads, total);
   return 0;
 }

@@ -122,6 +122,26 @@ class ProfilingBackend final : public Backend {
   void round_to_bf16(const float* x, int64_t n, uint16_t* out) override {
     timed("bf16_conversion", 0, [&] { inner_.round_to_bf16(x, n, out); });
   }
+  void patchify(const float* latent, const PatchGrid& grid, float* patches) override {
+    timed("copies", 0, [&] { inner_.patchify(latent, grid, patches); });
+  }
+  void unpatchify(const float* patches, const PatchGrid& grid, std::span<const int64_t> noisy_frames,
+                  float* out) override {
+    timed("copies", 0, [&] { inner_.unpatchify(patches, grid, noisy_frames, out); });
+  }
+  void cfg_combine(const float* v_uncond, const float* v_cond, int64_t count, float guidance,
+                   float* guided) override {
+    timed("loop", 0, [&] { inner_.cfg_combine(v_uncond, v_cond, count, guidance, guided); });
+  }
+  bool all_finite(const float* x, int64_t count) override {
+    bool finite = true;
+    timed("loop", 0, [&] { finite = inner_.all_finite(x, count); });
+    return finite;
+  }
+  void scheduler_step(const sched::LatentStep& step, int64_t count, float* x, const float* v,
+                      const sched::LatentHistory& history) override {
+    timed("loop", 0, [&] { inner_.scheduler_step(step, count, x, v, history); });
+  }
 
  private:
   template <class Fn>

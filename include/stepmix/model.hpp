@@ -93,6 +93,12 @@ struct GenerateRequest {
   // Cosmos3 checkpoints: the image/video system prompt (unset: the model's
   // default_use_system_prompt, else on).
   std::optional<bool> use_system_prompt;
+  // Image-to-video (models with vae/, videos only): a PNG, scaled to cover
+  // the request's height × width with its aspect ratio kept and
+  // centre-cropped, encoded by the VAE into latent frame 0, which is then
+  // conditioned (clean): the transformer does not denoise it and its
+  // velocity is zero there, so sampling leaves it as encoded.
+  std::optional<std::string> image;
 
   // How the step policy of the checkpoint is applied (--mixed-precision ...).
   PolicyOverrides policy;
@@ -104,7 +110,11 @@ struct GeneratePlan {
   int steps = 0;
   double guidance = 1.0;
   std::array<int64_t, 4> latent_shape{};  // C, T, H, W
-  bool image_output = false;              // pixel-space latent with 1 or 3 channels: a PNG can be written
+  bool image_output = false;              // a PNG can be written: a pixel-space latent with 1 or 3
+                                          // channels, or a model with vae/ (decoded)
+  bool decodes = false;                   // the model has vae/: pictures and video are decoded from the latent
+  std::vector<int64_t> condition_frames;  // [T]: 1 = conditioned latent frame (image-to-video), else 0
+  double fps = kDefaultFps;               // the request's, for video outputs
   ResolvedPolicy policy;
   StepPlan plan;
   std::string log_line;  // "mixed_precision source=checkpoint reasoner=W8A16 generation=..."
@@ -173,6 +183,7 @@ struct ModelInfo {
   GovernedCounts governed;
   int64_t latent_channels = 0;
   bool pixel_space = false;  // no VAE: latents are pixels
+  bool has_vae = false;      // vae/: latents decode to pictures and video
   bool has_tokenizer = false;
   std::vector<std::string> warnings;  // unknown config keys, policy warnings
   // Defaults from model_index.json ("stepmix"), when present.
@@ -186,6 +197,8 @@ struct NamedTensor {
   std::vector<int64_t> shape;
   std::vector<float> data;
 };
+
+class VaeStage;  // the model's video VAE (private to the library)
 
 class Model {
  public:
@@ -235,6 +248,8 @@ class Model {
                                         bool dump_hidden);
 
  private:
+  // The model's VAE (null without vae/), for its outputs (GenerationOutputs).
+  friend const VaeStage* vae_stage_of(const Model& model);
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
@@ -247,13 +262,18 @@ class Model {
 GenerateRequest sampled_exactly(GenerateRequest request, const GeneratePlan& plan);
 
 // What a generation writes. The extension of `out` decides its format:
-//   .png          the image (pixel-space models: frames side by side)
+//   .png          the image: a pixel-space latent (frames side by side), or
+//                 with vae/ the decoded picture (a video's frames side by side)
+//   .mp4          models with vae/: the decoded video (H.264, yuv420p, the
+//                 plan's fps)
 //   .safetensors  the final latent, F32 tensor "latent" [1, C, T, H, W]
 // Anything else is an error naming the extension. `save_latents` is a
-// .safetensors file beside a picture.
+// .safetensors file beside a picture or video; `frames_dir` (models with
+// vae/) a new folder of frame_00000.png, ... One decode feeds them all.
 struct OutputRequest {
   std::optional<std::string> out;
   std::optional<std::string> save_latents;
+  std::optional<std::string> frames_dir;
 };
 
 // What is recorded with an output: a PNG's "parameters" and "stepmix" text
@@ -274,7 +294,9 @@ struct OutputMetadata {
 class GenerationOutputs {
  public:
   // Validates now; `inputs` are further files that must not be overwritten
-  // (the noise file). Throws stepmix::Error naming the option and the path.
+  // (the noise file). With vae/, also estimates the memory the decode needs
+  // against what is available. Throws stepmix::Error naming the option and
+  // the path. `model` must outlive the outputs (it decodes them).
   GenerationOutputs(const Model& model, const GeneratePlan& plan, const OutputRequest& request,
                     const std::vector<std::string>& inputs = {});
   ~GenerationOutputs();
@@ -283,10 +305,15 @@ class GenerationOutputs {
 
   // The paths that will be written, for messages.
   const std::optional<std::string>& image() const;
+  const std::optional<std::string>& video() const;
+  const std::optional<std::string>& frames_dir() const;
   const std::optional<std::string>& latents() const;
 
-  // Checks the result is finite, encodes, stages and commits every output.
-  void write(const GenerateResult& result, const OutputMetadata& metadata);
+  // Checks the result is finite, decodes (models with vae/, reporting
+  // (done, total) latent frames to `on_decode`), encodes, stages and commits
+  // every output.
+  void write(const GenerateResult& result, const OutputMetadata& metadata,
+             const std::function<void(int64_t done, int64_t total)>& on_decode = {});
 
  private:
   struct Impl;

@@ -11,7 +11,10 @@
 //   stepmix::compare(o, stdout);   // report/{report.json, report.md, grid.png, step_error.png}
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -93,5 +96,42 @@ struct PromptOptions {
   bool no_system_prompt = false, no_resolution_sentence = false, no_duration_sentence = false;
 };
 void prompt(const PromptOptions& options, std::FILE* out);
+
+// The video VAE of a model on its own (`stepmix vae decode|encode`), in the
+// tensor layout of its checking files: `latent` (normalised, as generate
+// writes it), `pixels` F32 [1, 3, F, H, W] in [-1, 1], `mu` (the posterior
+// mean). `vae` is a vae folder or a model folder holding vae/. Each prints
+// one summary line to `out`; every output is written under a temporary name
+// and renamed, none when the run fails.
+struct VaeRunOptions {
+  std::string vae;
+  ActivationDType activations = ActivationDType::F32;
+  // Refuse requests estimated to need more bytes; unset: what the system
+  // has available.
+  std::optional<std::size_t> max_memory;
+  // After each latent frame: (done, total).
+  std::function<void(int64_t done, int64_t total)> progress;
+};
+struct VaeDecodeOptions {
+  VaeRunOptions run;
+  std::string latent;  // safetensors with the F32 tensor `latent` [1, z_dim, T, h, w]
+  // .safetensors (tensor `pixels`), .png (a picture, or the frames side by
+  // side) or .mp4 (H.264 yuv420p at fps); frames_dir: also one PNG per frame.
+  std::optional<std::string> out, frames_dir;
+  double fps = kDefaultFps;
+};
+void vae_decode(const VaeDecodeOptions& options, std::FILE* out);
+struct VaeEncodeOptions {
+  VaeRunOptions run;
+  // Exactly one: a safetensors file with `pixels` [1, 3, 1+4k, H, W], or a
+  // PNG (width and height multiples of 16) as one frame.
+  std::optional<std::string> pixels, image;
+  std::string out;  // .safetensors: `latent` and `mu`
+};
+void vae_encode(const VaeEncodeOptions& options, std::FILE* out);
+
+// "8G", "512M", "64K", "1048576" (binary units) as bytes; throws naming
+// `option` on anything else.
+std::size_t parse_memory_size(const std::string& text, const std::string& option);
 
 }  // namespace stepmix

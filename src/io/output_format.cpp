@@ -15,7 +15,7 @@ constexpr std::array<OutputFormatInfo, 5> kFormats{{
     {OutputFormat::Safetensors, ".safetensors", "safetensors tensors", true},
     {OutputFormat::Json, ".json", "JSON document", true},
     {OutputFormat::Markdown, ".md", "Markdown text", true},
-    {OutputFormat::Mp4, ".mp4", "MP4 video", false},
+    {OutputFormat::Mp4, ".mp4", "MP4 video (H.264)", true},
 }};
 
 std::string lower(std::string s) {

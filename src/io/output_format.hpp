@@ -20,7 +20,7 @@ struct OutputFormatInfo {
   bool implemented;              // false: known, refused with "not written by this version"
 };
 
-// The table: .png, .safetensors, .json, .md, .mp4 (not implemented yet).
+// The table: .png, .safetensors, .json, .md, .mp4.
 const OutputFormatInfo& output_format_info(OutputFormat format);
 
 // The format `path` names, which must be one of `accepted`. The extension is

@@ -123,14 +123,15 @@ void write_png(const std::string& path, const Image8& image, const std::vector<P
   write_file_atomic(path, encode_png(path, image, text));
 }
 
-Image8 read_png(const std::string& path) {
+namespace {
+Image8 read_png_as(const std::string& path, bool force_rgb) {
   png_image img{};
   img.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_file(&img, path.c_str())) throw Error("png", path + ": " + img.message);
   Image8 out;
   out.width = int(img.width);
   out.height = int(img.height);
-  out.channels = (img.format & PNG_FORMAT_FLAG_COLOR) ? 3 : 1;
+  out.channels = force_rgb || (img.format & PNG_FORMAT_FLAG_COLOR) ? 3 : 1;
   img.format = out.channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
   out.pixels.resize(PNG_IMAGE_SIZE(img));
   if (!png_image_finish_read(&img, nullptr, out.pixels.data(), 0, nullptr)) {
@@ -139,6 +140,11 @@ Image8 read_png(const std::string& path) {
   }
   return out;
 }
+
+}  // namespace
+
+Image8 read_png(const std::string& path) { return read_png_as(path, false); }
+Image8 read_png_rgb(const std::string& path) { return read_png_as(path, true); }
 
 std::vector<PngText> read_png_text(const std::string& path) {
   const std::string bytes = read_regular_file(path, 256ull << 20, "png");

@@ -32,6 +32,10 @@ std::string encode_png(const std::string& path, const Image8& image, const std::
 void write_png(const std::string& path, const Image8& image, const std::vector<PngText>& text = {});
 // Reads an 8-bit gray or RGB PNG (used by tests and reports).
 Image8 read_png(const std::string& path);
+// Reads any PNG libpng understands (gray, palette, alpha, 16-bit) as 8-bit
+// RGB; alpha is composited onto black. Throws naming the file when it is not
+// a readable PNG.
+Image8 read_png_rgb(const std::string& path);
 // Every tEXt, zTXt and iTXt chunk of the PNG at `path`, in file order
 // (before and after the image data). The file must be a regular file of at
 // most 256 MiB; the image is decoded a row at a time and discarded, with

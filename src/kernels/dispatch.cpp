@@ -1,5 +1,6 @@
 // The registry of kernel variants and the start-up choice among them.
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -52,12 +53,14 @@ const KernelSet& kernel_variant(const std::string& name) { return find_variant(v
 ActiveKernels choose_kernels(std::span<const KernelSet> table, const char* forced) {
   if (forced && *forced) {
     const KernelSet& k = find_variant(table, forced);
-    return {k.linear, k.attention, k.pointwise, k.name, k.name, k.name};
+    return {k.linear, k.attention, k.pointwise, k.convolution, k.name, k.name, k.name, k.name};
   }
   const KernelSet& linear = best_for(table, &KernelSet::linear);
   const KernelSet& attention = best_for(table, &KernelSet::attention);
   const KernelSet& pointwise = best_for(table, &KernelSet::pointwise);
-  return {linear.linear, attention.attention, pointwise.pointwise, linear.name, attention.name, pointwise.name};
+  const KernelSet& convolution = best_for(table, &KernelSet::convolution);
+  return {linear.linear,    attention.attention, pointwise.pointwise, convolution.convolution,
+          linear.name,      attention.name,      pointwise.name,      convolution.name};
 }
 
 const ActiveKernels& active_kernels() {
@@ -66,9 +69,22 @@ const ActiveKernels& active_kernels() {
 }
 
 std::string ActiveKernels::describe() const {
-  const std::string l = linear_variant, a = attention_variant, p = pointwise_variant;
-  if (l == a && a == p) return l;
-  return "linear=" + l + " attention=" + a + " pointwise=" + p;
+  const std::string l = linear_variant, a = attention_variant, p = pointwise_variant, c = convolution_variant;
+  if (l == a && a == p && p == c) return l;
+  return "linear=" + l + " attention=" + a + " pointwise=" + p + " convolution=" + c;
+}
+
+namespace {
+std::atomic<const ConvolutionFamily*> g_convolution_override{nullptr};
+}  // namespace
+
+const ConvolutionFamily& active_convolution() {
+  const ConvolutionFamily* f = g_convolution_override.load(std::memory_order_acquire);
+  return f ? *f : active_kernels().convolution;
+}
+
+void override_convolution(const ConvolutionFamily* family) {
+  g_convolution_override.store(family, std::memory_order_release);
 }
 
 }  // namespace stepmix::kernels

@@ -18,6 +18,8 @@
 #include <string>
 
 #include "kernels/attention.hpp"
+#include "kernels/channel_norm_kernels.hpp"
+#include "kernels/conv_kernels.hpp"
 #include "kernels/linear_kernels.hpp"
 #include "kernels/pointwise.hpp"
 
@@ -65,14 +67,27 @@ struct PointwiseFamily {
   void (*round_bf16)(const float* x, int64_t count, uint16_t* out);
 };
 
+// The video VAE's operations on channels-last frames: the causal 3-D
+// convolution (conv_kernels.hpp) and the channel RMS norm (+ SiLU) between
+// the convolutions (channel_norm_kernels.hpp). Whole problems, multithreaded
+// by the variant.
+struct ConvolutionFamily {
+  bool (*supported)();
+  void (*conv3d)(const Conv3dArgs& args);
+  void (*channel_rms_norm)(const ChannelNormArgs& args);
+};
+
 struct KernelSet {
   const char* name;  // "ref", "avx512", "amx": what STEPMIX_ISA selects
   LinearFamily linear;
   AttentionFamily attention;
   PointwiseFamily pointwise;
+  ConvolutionFamily convolution;
 
   // Every family can run here (what forcing this variant needs).
-  bool supported() const { return linear.supported() && attention.supported() && pointwise.supported(); }
+  bool supported() const {
+    return linear.supported() && attention.supported() && pointwise.supported() && convolution.supported();
+  }
 };
 
 // Every variant compiled into this binary, "ref" first, then in increasing
@@ -88,13 +103,15 @@ struct ActiveKernels {
   LinearFamily linear;
   AttentionFamily attention;
   PointwiseFamily pointwise;
-  // The variant each family came from, e.g. "amx" / "avx512" / "avx512".
+  ConvolutionFamily convolution;
+  // The variant each family came from, e.g. "amx" / "avx512" / "avx512" / "amx".
   const char* linear_variant;
   const char* attention_variant;
   const char* pointwise_variant;
+  const char* convolution_variant;
 
   // "amx" when one variant provides every family, else
-  // "linear=ref attention=avx512 pointwise=avx512".
+  // "linear=ref attention=avx512 pointwise=avx512 convolution=ref".
   std::string describe() const;
 };
 const ActiveKernels& active_kernels();
@@ -108,5 +125,11 @@ ActiveKernels choose_kernels(std::span<const KernelSet> variants, const char* fo
 
 // The reference variant (scalar oracles and portable blocked code).
 const KernelSet& reference_kernels();
+
+// The convolution family the VAE runs: active_kernels().convolution, unless
+// a test or benchmark replaced it with override_convolution (the VAE on the
+// reference kernels, a counting wrapper). Null restores the start-up choice.
+const ConvolutionFamily& active_convolution();
+void override_convolution(const ConvolutionFamily* family);
 
 }  // namespace stepmix::kernels

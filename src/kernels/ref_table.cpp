@@ -16,6 +16,7 @@ const KernelSet& ref_kernel_set() {
       {always_supported, ref::rms_norm, ref::rms_norm_bf16, ref::head_norm_rotary, ref::head_norm_rotary_bf16,
        ref::silu_gate, ref::silu_gate_bf16, ref::relu_squared, ref::relu_squared_bf16, ref::add, ref::add_bf16,
        ref::widen_bf16, ref::round_bf16},
+      {always_supported, ref::conv3d, ref::channel_rms_norm},
   };
   return set;
 }

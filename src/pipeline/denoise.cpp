@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <functional>
 
 #include "core/non_finite.hpp"
 
@@ -66,6 +67,10 @@ struct LoopSetup {
   int N = 0;
   bool cfg = false;
   ForwardInputs cond, uncond;
+  // Image-to-video: the first element of every (channel, conditioned frame)
+  // plane of `plane` values in the latent.
+  std::vector<int64_t> conditioned;
+  int64_t plane = 0;
 };
 
 LoopSetup set_up(sched::Scheduler& scheduler, const StepController& controller, const DenoiseRequest& request,
@@ -95,6 +100,16 @@ LoopSetup set_up(sched::Scheduler& scheduler, const StepController& controller, 
   setup.cfg = cfg;
   setup.cond = make_pass_inputs(request.cond_ids, request.latent_shape, request.fps, settings);
   if (cfg) setup.uncond = make_pass_inputs(request.uncond_ids, request.latent_shape, request.fps, settings);
+  if (!request.condition_frames.empty()) {
+    if (request.condition_frames.size() != std::size_t(T))
+      throw Error("generate", "condition_frames has " + std::to_string(request.condition_frames.size()) +
+                                  " entries for " + std::to_string(T) + " latent frames");
+    setup.cond.condition_frame_mask = setup.uncond.condition_frame_mask = request.condition_frames;
+    for (int64_t f = 0; f < T; ++f)
+      if (request.condition_frames[std::size_t(f)])
+        for (int64_t c = 0; c < C; ++c) setup.conditioned.push_back((c * T + f) * H * W);
+    setup.plane = H * W;
+  }
   return setup;
 }
 
@@ -118,6 +133,16 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
   const bool cfg = setup.cfg;
   ForwardInputs& cond = setup.cond;
   ForwardInputs& uncond = setup.uncond;
+  // Velocity · (1 − mask): the transformer's read-out already leaves the
+  // conditioned frames at zero; the guided velocity is zeroed there too. With
+  // zero velocity a deterministic step keeps a frame up to rounding (UniPC
+  // rebuilds it as (σ_t/σ_s)·x + α_t(1 − e^−h)·x), a stochastic one would
+  // re-noise it; so after every step the conditioned frames get their clean
+  // values back, as the image-to-video pipelines blend the condition in.
+  const auto for_conditioned = [&](const std::function<void(int64_t offset)>& body) {
+    for (int64_t at : setup.conditioned) body(at);
+  };
+  const int64_t plane = setup.plane;
 
   const bool batched = request.batch_cfg && !transformer.has_activation_code_hook();
   DenoiseResult result;
@@ -164,7 +189,9 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
     } else {
       std::copy(v_cond.begin(), v_cond.end(), guided.begin());
     }
+    for_conditioned([&](int64_t at) { std::fill_n(guided.begin() + at, plane, 0.0f); });
     scheduler.step(guided.data(), t, latent.data(), numel);
+    for_conditioned([&](int64_t at) { std::copy_n(request.noise.begin() + at, plane, latent.begin() + at); });
     if (first_non_finite(latent.data(), numel)) throw_non_finite_latent(i, N, request.guidance);
     if (observer) observer->on_step_end(i, v_cond, cfg ? &v_uncond : nullptr, guided, latent);
     if (cancel && cancel->load() && i + 1 < N) throw Cancelled(i + 1, N);
@@ -180,6 +207,10 @@ DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Schedul
                                  const SequenceSettings& settings, DenoiseObserver* observer,
                                  const std::atomic<bool>* cancel) {
   LoopSetup setup = set_up(scheduler, controller, request, settings);
+  // The device loop keeps the latent on the device between steps and has no
+  // conditioned-frame pass yet: refused rather than sampled unconditioned.
+  if (!setup.conditioned.empty())
+    throw Error("generate", "image-to-video (conditioned latent frames) runs on the CPU only; use --device cpu");
   const std::size_t numel = setup.numel, bytes = numel * sizeof(float);
   const int64_t n = int64_t(numel);
   const int N = setup.N;

@@ -30,6 +30,10 @@ struct DenoiseRequest {
   double fps = 24.0;
   double guidance = 1.0;            // 1 disables CFG (one pass per iteration)
   std::vector<float> noise;         // initial latent, [1, C, T, H, W]
+  // [T] or empty: 1 marks a conditioned latent frame (image-to-video): its
+  // initial latent is the clean one, the transformer treats it as clean, its
+  // velocity is zero, and it keeps its initial values through every step.
+  std::vector<int64_t> condition_frames;
   ActivationDType activations = ActivationDType::F32;
   // CFG passes in one batched forward; false runs them one after the other
   // (same results bit for bit; for tests and debugging). A transformer with

@@ -2,6 +2,7 @@
 // requests resolved into plans, plans run by the denoising loop.
 #include "stepmix/model.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "pipeline/model_setup.hpp"
 #include "pipeline/noise.hpp"
 #include "pipeline/sequence.hpp"
+#include "pipeline/vae_stage.hpp"
 
 namespace stepmix {
 namespace fs = std::filesystem;
@@ -48,6 +50,7 @@ struct Model::Impl {
   Cosmos3Transformer transformer;
   SequenceSettings sequence;
   mutable PromptEncoder encoder;  // loads the tokenizer on first use
+  std::optional<VaeStage> vae;    // vae/: headers read at open, halves loaded on first use
   ModelInfo info;
 
   // Refuses a CPU request whose estimate does not fit in the memory budget
@@ -161,6 +164,9 @@ Model Model::open(const std::string& path, const ModelOptions& options) {
   info.governed = impl->transformer.governed_counts();
   info.latent_channels = impl->transformer.config().latent_channel;
   info.pixel_space = is_pixel_space(impl->dir);
+  if (const auto folder = vae_folder_of(impl->dir))
+    impl->vae.emplace(*folder, info.latent_channels, options.activations);
+  info.has_vae = impl->vae.has_value();
   info.has_tokenizer = impl->dir.tokenizer_path.has_value();
   info.warnings = impl->transformer.warnings();
   const std::vector<std::string> directory_warnings = model_directory_warnings(impl->dir);
@@ -202,9 +208,22 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
 
   p.latent_shape = latent_shape_for({r.latent_shape, r.height, r.width, r.frames}, m.dir,
                                     m.transformer.config().latent_channel, m.defaults);
-  const int64_t C = p.latent_shape[0];
-  p.image_output = is_pixel_space(m.dir) && (C == 1 || C == 3);
+  const int64_t C = p.latent_shape[0], T = p.latent_shape[1];
   check_token_count(p.latent_shape, m.transformer.config());
+  p.decodes = m.vae.has_value();
+  p.image_output = p.decodes || (is_pixel_space(m.dir) && (C == 1 || C == 3));
+  p.fps = r.fps;
+  p.condition_frames.assign(std::size_t(T), 0);
+  if (r.image) {
+    if (!m.vae)
+      throw Error("generate", "--image " + *r.image + ": image-to-video needs a model with vae/ to encode the image; " +
+                                  m.dir.root + " has none");
+    if (T < 2)
+      throw Error("generate", "--image " + *r.image + ": image-to-video needs a video of 5 or more frames (--frames), "
+                              "got 1 latent frame");
+    p.condition_frames[0] = 1;  // latent frame 0 depends on pixel frame 0 alone (the causal VAE)
+    m.vae->check_encode_memory(p.latent_shape);
+  }
 
   const bool cfg = p.guidance != 1.0;
   const bool uncond_from_text = cfg && !r.negative_prompt_ids;
@@ -261,6 +280,14 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
   m.check_memory(request);  // before anything the size of the request is allocated
   auto generator = std::make_shared<NormalGenerator>(r.seed);
   request.noise = r.noise ? *r.noise : generator->normals(std::size_t(C * T * H * W));
+  request.condition_frames = p.condition_frames;
+  if (r.image) {
+    // The clean latent of the image replaces the noise of frame 0.
+    const int64_t sf = m.vae->sizes().config().spatial_factor();
+    const std::vector<float> frame0 = m.vae->encode_condition_image(*r.image, H * sf, W * sf);
+    for (int64_t c = 0; c < C; ++c)
+      std::copy_n(frame0.begin() + c * H * W, H * W, request.noise.begin() + c * T * H * W);
+  }
 
   // A GPU run that would not fit is refused before the first step.
   const std::array<int64_t, 2> prompts{int64_t(p.cond_ids.size()), int64_t(p.uncond_ids.size())};
@@ -307,6 +334,8 @@ std::vector<std::string> Model::weight_files() const {
   for (const auto& f : impl_->store.files()) files.push_back(f->path());
   return files;
 }
+
+const VaeStage* vae_stage_of(const Model& model) { return model.impl_->vae ? &*model.impl_->vae : nullptr; }
 
 int64_t Model::weight_cache_bytes() const { return int64_t(impl_->transformer.weight_cache_bytes()); }
 

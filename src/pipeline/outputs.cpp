@@ -1,6 +1,6 @@
 // The outputs of a generation (include/stepmix/model.hpp): declared and
-// checked before sampling, encoded, staged and committed together; and
-// reading an initial-noise file.
+// checked before sampling, decoded by the model's VAE where it has one,
+// encoded, staged and committed together; and reading an initial-noise file.
 #include <filesystem>
 
 #include "core/non_finite.hpp"
@@ -9,6 +9,7 @@
 #include "io/png.hpp"
 #include "io/png_metadata.hpp"
 #include "io/safetensors.hpp"
+#include "pipeline/vae_stage.hpp"
 #include "stepmix/model.hpp"
 
 namespace stepmix {
@@ -41,10 +42,12 @@ std::string sampler_name(const std::string& scheduler) {
 
 struct GenerationOutputs::Impl {
   OutputSet set;
-  std::optional<std::string> image, latents;
+  std::optional<std::string> image, video, frames_dir, latents;
   OutputSet::Id image_id = 0, latents_id = 0;
+  vae::DecodeOutputIds decode_ids;  // image, video and frames when the model decodes
   GeneratePlan plan;
   ModelOptions options;
+  const VaeStage* vae = nullptr;
 };
 
 GenerationOutputs::GenerationOutputs(const Model& model, const GeneratePlan& plan, const OutputRequest& request,
@@ -62,6 +65,14 @@ GenerationOutputs::GenerationOutputs(const Model& model, const GeneratePlan& pla
       request.out ? std::optional(m.set.add_file("--out", *request.out)) : std::nullopt;
   const std::optional<OutputSet::Id> latents_id =
       request.save_latents ? std::optional(m.set.add_file("--save-latents", *request.save_latents)) : std::nullopt;
+  m.vae = vae_stage_of(model);
+  if (request.frames_dir) {
+    if (!m.vae)
+      throw Error("output", "--frames-dir " + *request.frames_dir + ": frames are decoded by the model's vae/, and " +
+                                model.info().path + " has none");
+    m.frames_dir = request.frames_dir;
+    m.decode_ids.frames_dir = m.set.add_folder("--frames-dir", *request.frames_dir, false);
+  }
   m.set.validate();
   const auto format_of = [](const std::string& path, const char* option, OutputFormat device_format,
                             std::initializer_list<OutputFormat> accepted) {
@@ -72,14 +83,21 @@ GenerationOutputs::GenerationOutputs(const Model& model, const GeneratePlan& pla
   if (request.out) {
     const OutputFormat format =
         format_of(*request.out, "--out", plan.image_output ? OutputFormat::Png : OutputFormat::Safetensors,
-                  {OutputFormat::Png, OutputFormat::Safetensors});
-    if (format == OutputFormat::Png) {
+                  {OutputFormat::Png, OutputFormat::Mp4, OutputFormat::Safetensors});
+    if (format == OutputFormat::Mp4) {
+      if (!m.vae)
+        throw Error("output", "--out " + *request.out + ": video is decoded by the model's vae/, and " +
+                                  model.info().path + " has none; write the latent with --out FILE.safetensors");
+      m.video = request.out;
+      m.decode_ids.video = *out_id;
+    } else if (format == OutputFormat::Png) {
       if (!plan.image_output)
         throw Error("output", "--out " + *request.out + ": this model's latent is not a picture (" +
                                   std::to_string(plan.latent_shape[0]) +
                                   " channels, no VAE decoder in stepmix); write the latent with --out FILE.safetensors");
       m.image = request.out;
       m.image_id = *out_id;
+      if (m.vae) m.decode_ids.image = *out_id;
     } else {
       m.latents = request.out;
       m.latents_id = *out_id;
@@ -93,6 +111,7 @@ GenerationOutputs::GenerationOutputs(const Model& model, const GeneratePlan& pla
     m.latents = request.save_latents;
     m.latents_id = *latents_id;
   }
+  if (m.vae && (m.image || m.video || m.frames_dir)) m.vae->check_decode_memory(plan.latent_shape, m.image.has_value());
 }
 
 GenerationOutputs::~GenerationOutputs() = default;
@@ -100,14 +119,18 @@ GenerationOutputs::GenerationOutputs(GenerationOutputs&&) noexcept = default;
 GenerationOutputs& GenerationOutputs::operator=(GenerationOutputs&&) noexcept = default;
 
 const std::optional<std::string>& GenerationOutputs::image() const { return impl_->image; }
+const std::optional<std::string>& GenerationOutputs::video() const { return impl_->video; }
+const std::optional<std::string>& GenerationOutputs::frames_dir() const { return impl_->frames_dir; }
 const std::optional<std::string>& GenerationOutputs::latents() const { return impl_->latents; }
 
-void GenerationOutputs::write(const GenerateResult& result, const OutputMetadata& meta) {
+void GenerationOutputs::write(const GenerateResult& result, const OutputMetadata& meta,
+                              const std::function<void(int64_t, int64_t)>& on_decode) {
   Impl& m = *impl_;
   const auto [C, T, H, W] = result.plan.latent_shape;
   if (const auto bad = first_non_finite(result.latent.data(), result.latent.size()))
     throw Error("generate", "the final latent holds a non-finite value at element " + std::to_string(*bad) +
                                 "; nothing was written");
+  vae::DecodeOutputs decode;
   if (m.image) {
     GenerationParameters p;
     p.prompt = meta.prompt;
@@ -116,8 +139,11 @@ void GenerationOutputs::write(const GenerateResult& result, const OutputMetadata
     p.sampler = sampler_name(result.plan.scheduler);
     p.cfg_scale = result.plan.guidance;
     p.seed = meta.seed;
-    p.width = W * T;
-    p.height = H;
+    // The picture's pixel size: the latent's, or the decoded frames'.
+    const int64_t sf = m.vae ? m.vae->sizes().config().spatial_factor() : 1;
+    const int64_t frames = m.vae ? m.vae->sizes().config().pixel_frames(T) : T;
+    p.width = W * sf * frames;
+    p.height = H * sf;
     p.model = fs::path(meta.model).lexically_normal().parent_path().filename().string();
     if (const std::string last = fs::path(meta.model).lexically_normal().filename().string(); !last.empty()) p.model = last;
     StepmixImageInfo info;
@@ -134,8 +160,18 @@ void GenerationOutputs::write(const GenerateResult& result, const OutputMetadata
     if (result.plan.cond_rendered_bytes) info.extra["prompt_rendered_bytes"] = *result.plan.cond_rendered_bytes;
     if (result.plan.uncond_rendered_bytes)
       info.extra["negative_prompt_rendered_bytes"] = *result.plan.uncond_rendered_bytes;
-    m.set.stage_file(m.image_id, encode_png(*m.image, latent_to_image(result.latent, result.plan.latent_shape),
-                                            generation_png_text(p, info)));
+    if (m.vae)
+      decode.image_text = generation_png_text(p, info);
+    else
+      m.set.stage_file(m.image_id, encode_png(*m.image, latent_to_image(result.latent, result.plan.latent_shape),
+                                              generation_png_text(p, info)));
+  }
+  if (m.vae && (m.image || m.video || m.frames_dir)) {
+    decode.image = m.image;
+    decode.video = m.video;
+    decode.frames_dir = m.frames_dir;
+    decode.fps = result.plan.fps;
+    m.vae->decode_and_stage(result.latent, result.plan.latent_shape, decode, m.decode_ids, m.set, on_decode);
   }
   if (m.latents)
     m.set.stage_file(m.latents_id,

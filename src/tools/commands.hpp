@@ -13,6 +13,7 @@ void add_generate_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_vae_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_prompt_command(CLI::App& app);
 

@@ -1,5 +1,6 @@
-// `stepmix generate`: prompt -> denoising loop with one precision per step ->
-// PNG (pixel-space models) and/or the final latent. Prints the plan before
+// `stepmix generate`: prompt (and, for image-to-video, a picture) -> denoising
+// loop with one precision per step -> PNG / MP4 / PNG frames (decoded by the
+// model's VAE, or a pixel-space latent) and/or the final latent. Prints the plan before
 // sampling and the trace after; --batch-count N runs seeds s, s+1, ... with
 // one model load.
 #include <unistd.h>
@@ -23,7 +24,8 @@ struct GenerateOptions {
   RequestOptions request;
   std::optional<std::string> seed;  // -1: draw one
   std::optional<std::string> noise_file;
-  std::optional<std::string> out, save_latents;
+  std::optional<std::string> out, save_latents, frames_dir, image;
+  bool no_decode = false;
   int batch_count = 1;
   bool no_system_prompt = false;
   bool json_output = false;
@@ -87,6 +89,13 @@ class ProgressBar {
                  std::string(width - filled, '.').c_str(), std::min(done + 1, num_steps), num_steps,
                  done > 0 ? done / elapsed : 0.0, eta, std::string(precision_trace_token(precision)).c_str());
   }
+  // After each decoded latent frame, on the same line.
+  void draw_decode(int64_t done, int64_t total) const {
+    if (!enabled_) return;
+    const int width = 30, filled = total ? int(width * done / total) : 0;
+    std::fprintf(stderr, "\r[%s%s] decode %lld/%lld latent frames              ", std::string(filled, '#').c_str(),
+                 std::string(width - filled, '.').c_str(), (long long)done, (long long)total);
+  }
   void finish() const {
     if (enabled_) std::fprintf(stderr, "\r%80s\r", "");
   }
@@ -123,6 +132,10 @@ void run_generate(const GenerateOptions& opt) {
   if (opt.batch_count < 1 || opt.batch_count > 1000)
     throw Error("generate", "--batch-count: expected an integer in [1, 1000], got " + std::to_string(opt.batch_count));
   if (opt.noise_file && opt.batch_count > 1) throw Error("generate", "--noise gives one initial latent; --batch-count needs seeds");
+  request.image = opt.image;
+  if (opt.no_decode && (opt.out || opt.frames_dir))
+    throw Error("generate", "--no-decode stops at the latent: give --save-latents FILE instead of --out/--frames-dir");
+  if (opt.no_decode && !opt.save_latents) throw Error("generate", "--no-decode: give --save-latents FILE");
   bool drawn = false;
   const uint64_t first_seed = resolve_seed(opt.seed, drawn);
 
@@ -140,7 +153,8 @@ void run_generate(const GenerateOptions& opt) {
   for (int i = 0; i < opt.batch_count; ++i)
     outputs.emplace_back(model, plan,
                          OutputRequest{output_name(opt.out, i, opt.batch_count, "--out"),
-                                       output_name(opt.save_latents, i, opt.batch_count, "--save-latents")},
+                                       output_name(opt.save_latents, i, opt.batch_count, "--save-latents"),
+                                       output_name(opt.frames_dir, i, opt.batch_count, "--frames-dir")},
                          inputs);
 
   if (!opt.json_output) {
@@ -168,11 +182,17 @@ void run_generate(const GenerateOptions& opt) {
       progress.finish();
       throw;
     }
-    progress.finish();
     const double seconds = progress.seconds();
     total_seconds += seconds;
     const OutputMetadata meta{prompt_text(request), negative_text(request), request.seed, opt.model_dir};
-    outputs[std::size_t(i)].write(result, meta);
+    try {
+      outputs[std::size_t(i)].write(result, meta,
+                                    [&](int64_t done, int64_t total) { progress.draw_decode(done, total); });
+    } catch (...) {
+      progress.finish();
+      throw;
+    }
+    progress.finish();
 
     const std::string trace = trace_string(result.trace);
     const GenerationOutputs& o = outputs[std::size_t(i)];
@@ -205,13 +225,18 @@ void run_generate(const GenerateOptions& opt) {
       out["noise"] = opt.noise_file ? json(*opt.noise_file) : json();
       out["model"] = opt.model_dir;
       out["version"] = std::string("stepmix ") + STEPMIX_VERSION;
-      out["outputs"] = {{"image", o.image() ? json(*o.image()) : json()},
-                        {"latents", o.latents() ? json(*o.latents()) : json()}};
+      const auto path_or_null = [](const std::optional<std::string>& path) { return path ? json(*path) : json(); };
+      out["outputs"] = {{"image", path_or_null(o.image())},
+                        {"video", path_or_null(o.video())},
+                        {"frames_dir", path_or_null(o.frames_dir())},
+                        {"latents", path_or_null(o.latents())}};
       images.push_back(out);
       continue;
     }
     if (opt.batch_count > 1) std::printf("image %d: seed %llu\n", i, (unsigned long long)request.seed);
     if (o.image()) std::printf("image: %s\n", o.image()->c_str());
+    if (o.video()) std::printf("video: %s\n", o.video()->c_str());
+    if (o.frames_dir()) std::printf("frames: %s\n", o.frames_dir()->c_str());
     if (o.latents()) std::printf("latents: %s\n", o.latents()->c_str());
     std::printf("trace: %s\n", trace.c_str());
     std::printf("elapsed: %.2f s (%d steps, %d transformer calls)\n", seconds, plan.steps, result.transformer_calls);
@@ -237,9 +262,15 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-b,--batch-count", opt->batch_count, "Images with seeds s, s+1, ... (--out needs %d)")
       ->default_val(1)->check(non_empty());
   cmd->add_option("-o,--out", opt->out,
-                  "Output: .png (pixel-space models) or .safetensors (the latent); %d = image index with "
-                  "--batch-count");
+                  "Output: .png (an image, or a video's frames side by side; decoded by the model's vae/ or a "
+                  "pixel-space latent), .mp4 (models with vae/: H.264 at --fps) or .safetensors (the latent); %d = "
+                  "image index with --batch-count");
+  cmd->add_option("--frames-dir", opt->frames_dir, "Models with vae/: also every frame as DIR/frame_00000.png, ... (a new folder)");
   cmd->add_option("--save-latents", opt->save_latents, "Also write the final latent (.safetensors, F32 'latent')");
+  cmd->add_flag("--no-decode", opt->no_decode, "Stop at the latent (with --save-latents): no VAE decode");
+  cmd->add_option("--image", opt->image,
+                  "Image-to-video (models with vae/): a PNG, scaled to cover --height x --width and centre-cropped, "
+                  "as latent frame 0")->check(non_empty());
   cmd->add_flag("--json", opt->json_output, "Print one JSON object (an array with --batch-count)");
   add_runtime_options(*cmd, opt->runtime);
   add_policy_options(*cmd, opt->policy);

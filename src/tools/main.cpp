@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   stepmix::cli::add_quantize_command(app);
   stepmix::cli::add_compare_command(app);
   stepmix::cli::add_bench_command(app);
+  stepmix::cli::add_vae_command(app);
   stepmix::cli::add_tokenize_command(app);
   stepmix::cli::add_prompt_command(app);
   if (const char* opt = empty_assigned_option(argc, argv)) {

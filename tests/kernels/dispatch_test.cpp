@@ -16,7 +16,7 @@ bool yes() { return true; }
 bool no() { return false; }
 
 // A CPU with AVX-512F but without AVX512_BF16: the "avx512" variant's linear
-// family cannot run, its attention and pointwise families can.
+// and convolution families cannot run, its attention and pointwise families can.
 std::vector<KernelSet> avx512f_only_cpu() {
   KernelSet ref = kernels::reference_kernels();
   KernelSet avx512 = ref;
@@ -24,6 +24,7 @@ std::vector<KernelSet> avx512f_only_cpu() {
   avx512.linear.supported = no;
   avx512.attention.supported = yes;
   avx512.pointwise.supported = yes;
+  avx512.convolution.supported = no;
   KernelSet amx = avx512;
   amx.name = "amx";
   amx.attention.supported = no;
@@ -37,7 +38,8 @@ TEST(KernelChoice, EachFamilyComesFromTheMostPreferredVariantThatRunsIt) {
   EXPECT_STREQ(a.linear_variant, "ref");
   EXPECT_STREQ(a.attention_variant, "avx512");
   EXPECT_STREQ(a.pointwise_variant, "avx512");
-  EXPECT_EQ(a.describe(), "linear=ref attention=avx512 pointwise=avx512");
+  EXPECT_STREQ(a.convolution_variant, "ref");
+  EXPECT_EQ(a.describe(), "linear=ref attention=avx512 pointwise=avx512 convolution=ref");
   EXPECT_EQ(kernels::choose_kernels(table, "").describe(), a.describe());
 }
 
@@ -60,6 +62,7 @@ TEST(KernelChoice, TheRealRegistryStartsWithRefAndEveryActiveFamilyRuns) {
   EXPECT_TRUE(a.linear.supported());
   EXPECT_TRUE(a.attention.supported());
   EXPECT_TRUE(a.pointwise.supported());
+  EXPECT_TRUE(a.convolution.supported());
 }
 
 }  // namespace

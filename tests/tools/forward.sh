@@ -6,32 +6,6 @@
 set -u
 source "$(dirname "$0")/lib.sh" "$@"
 
-# header FILE: the JSON header of a safetensors file.
-header() {
-  local n
-  n=$(od -A n -t u8 -N 8 "$1" | tr -d ' ')
-  head -c $((8 + n)) "$1" | tail -c "$n"
-}
-
-# floats FILE TENSOR: the F32 values of one tensor, one per line.
-floats() {
-  local n entry begin end
-  n=$(od -A n -t u8 -N 8 "$1" | tr -d ' ')
-  entry=$(header "$1" | grep -o "\"$2\":{[^}]*}")
-  [[ -n $entry ]] || return 1
-  begin=$(sed -E 's/.*"data_offsets":\[([0-9]+),([0-9]+)\].*/\1/' <<<"$entry")
-  end=$(sed -E 's/.*"data_offsets":\[([0-9]+),([0-9]+)\].*/\2/' <<<"$entry")
-  od -A n -v -t f4 -j $((8 + n + begin)) -N $((end - begin)) "$1" | tr -s ' ' '\n' | sed '/^$/d'
-}
-
-# deviation ACTUAL EXPECTED: max|a - g| / max|g| over two value lists.
-deviation() {
-  paste "$1" "$2" | awk '
-    { d = $1 - $2; if (d < 0) d = -d; g = $2 < 0 ? -$2 : $2
-      if (d > md) md = d; if (g > mg) mg = g; n++ }
-    END { if (n == 0 || mg == 0) print "nan"; else printf "%.3e\n", md / mg }'
-}
-
 # check_case CASE MODEL PRECISION GOLDEN_TENSOR BOUND [EXTRA ARGS...]
 check_case() {
   local name=$1 model=$2 precision=$3 tensor=$4 bound=$5

@@ -11,7 +11,8 @@
 #   tmp      a fresh temporary folder, removed when the script exits
 #   checks   the number of expect_ok / expect_rejected / expect_error calls so far
 #   failures the number of failed checks so far
-# and ends with `finish NAME`, which prints the summary and sets the exit code.
+# and defines the safetensors helpers header, floats and deviation (below).
+# It ends with `finish NAME`, which prints the summary and sets the exit code.
 # shellcheck shell=bash
 
 if [[ $# -lt 2 ]]; then
@@ -30,6 +31,14 @@ failures=0
 # Seconds one stepmix command may take before it counts as hung (sanitizer
 # builds are several times slower than release).
 : "${STEPMIX_TEST_TIMEOUT:=300}"
+
+# png_size FILE: "WIDTHxHEIGHT" from the IHDR chunk.
+png_size() {
+  local w h
+  w=$(od -A n -t u1 -j 16 -N 4 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
+  h=$(od -A n -t u1 -j 20 -N 4 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
+  echo "${w}x${h}"
+}
 
 # fail MESSAGE...: records one failed check.
 fail() {
@@ -75,6 +84,32 @@ expect_error() {
   local name=$1 want=$2
   shift 2
   expect_rejected "$name" "" "$want" "$@"
+}
+
+# header FILE: the JSON header of a safetensors file.
+header() {
+  local n
+  n=$(od -A n -t u8 -N 8 "$1" | tr -d ' ')
+  head -c $((8 + n)) "$1" | tail -c "$n"
+}
+
+# floats FILE TENSOR: the F32 values of one tensor, one per line.
+floats() {
+  local n entry begin end
+  n=$(od -A n -t u8 -N 8 "$1" | tr -d ' ')
+  entry=$(header "$1" | grep -o "\"$2\":{[^}]*}")
+  [[ -n $entry ]] || return 1
+  begin=$(sed -E 's/.*"data_offsets":\[([0-9]+),([0-9]+)\].*/\1/' <<<"$entry")
+  end=$(sed -E 's/.*"data_offsets":\[([0-9]+),([0-9]+)\].*/\2/' <<<"$entry")
+  od -A n -v -t f4 -j $((8 + n + begin)) -N $((end - begin)) "$1" | tr -s ' ' '\n' | sed '/^$/d'
+}
+
+# deviation ACTUAL EXPECTED: max|a - g| / max|g| over two value lists.
+deviation() {
+  paste "$1" "$2" | awk '
+    { d = $1 - $2; if (d < 0) d = -d; g = $2 < 0 ? -$2 : $2
+      if (d > md) md = d; if (g > mg) mg = g; n++ }
+    END { if (n == 0 || mg == 0) print "nan"; else printf "%.3e\n", md / mg }'
 }
 
 # finish NAME: prints "NAME: C check(s), F failure(s)" and exits 0 only when

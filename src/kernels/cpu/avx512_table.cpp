@@ -29,6 +29,8 @@ const KernelSet& avx512_kernel_set() {
       {pointwise_supported, ref::rms_norm, avx512::rms_norm_bf16, ref::head_norm_rotary, avx512::head_norm_rotary_bf16,
        ref::silu_gate, avx512::silu_gate_bf16, ref::relu_squared, avx512::relu_squared_bf16, ref::add,
        avx512::add_bf16, avx512::widen_bf16, avx512::round_bf16},
+      // The convolution's BF16 path is vdpbf16ps, as the GEMM's.
+      {linear_supported, avx512::conv3d, avx512::channel_rms_norm},
   };
   return set;
 }

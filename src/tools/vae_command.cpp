@@ -1,0 +1,86 @@
+// `stepmix vae decode` and `stepmix vae encode` (stepmix::vae_decode /
+// vae_encode, include/stepmix/tools.hpp):
+//   stepmix vae decode --vae DIR --latent IN.safetensors --out OUT.{safetensors,png,mp4} [--frames-dir DIR]
+//   stepmix vae encode --vae DIR (--pixels IN.safetensors | --image IN.png) --out OUT.safetensors
+// --vae takes a vae folder or a model folder holding vae/.
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "stepmix/tools.hpp"
+
+namespace stepmix::cli {
+namespace {
+
+struct VaeCliOptions {
+  std::string vae, activations = "f32";
+  std::optional<std::string> max_memory;
+  VaeDecodeOptions decode;
+  VaeEncodeOptions encode;
+
+  VaeRunOptions run(const char* what) const {
+    VaeRunOptions r;
+    r.vae = vae;
+    r.activations = parse_activation_dtype(activations);
+    if (max_memory) r.max_memory = parse_memory_size(*max_memory, "--max-memory");
+    // One line on stderr when it is a terminal, rewritten per latent frame.
+    if (isatty(STDERR_FILENO))
+      r.progress = [what](int64_t done, int64_t total) {
+        if (done < total)
+          std::fprintf(stderr, "\r%s: latent frame %lld/%lld   ", what, (long long)done, (long long)total);
+        else
+          std::fprintf(stderr, "\r%60s\r", "");  // the last frame: the line is cleared
+      };
+    return r;
+  }
+};
+
+void add_common(CLI::App& cmd, VaeCliOptions& o) {
+  cmd.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  cmd.add_option("--vae", o.vae, "vae folder (config.json + *.safetensors) or a model folder with vae/")->required();
+  cmd.add_option("--activations", o.activations,
+                 "f32 (default; matches float32 references) or bf16 (bf16 convolution operands, float32 sums)")
+      ->default_val("f32");
+  cmd.add_option("--max-memory", o.max_memory,
+                 "Refuse requests estimated to need more (e.g. 8G, 512M; default: the memory available)");
+}
+
+}  // namespace
+
+void add_vae_command(CLI::App& app) {
+  CLI::App* vae = app.add_subcommand("vae", "Decode latents to pictures and video, encode pictures to latents (Wan2.2 VAE)");
+  vae->require_subcommand(1);
+  {
+    auto o = std::make_shared<VaeCliOptions>();
+    CLI::App* cmd = vae->add_subcommand("decode", "Latent [1, 48, T, h, w] -> pixels [1, 3, 4(T-1)+1, 16h, 16w]");
+    add_common(*cmd, *o);
+    cmd->add_option("--latent", o->decode.latent, "safetensors file with the F32 tensor 'latent' (normalised, as generated)")
+        ->required();
+    cmd->add_option("--out", o->decode.out,
+                    ".safetensors (tensor 'pixels' F32 [1,3,F,H,W]), .png (an image, or the frames side by side) or .mp4 (H.264)");
+    cmd->add_option("--fps", o->decode.fps, "Frame rate of an .mp4 output")->default_val(24.0);
+    cmd->add_option("--frames-dir", o->decode.frames_dir, "Also write every frame as DIR/frame_00000.png, ... (a new folder)");
+    cmd->callback([o] {
+      o->decode.run = o->run("decode");
+      vae_decode(o->decode, stdout);
+    });
+  }
+  {
+    auto o = std::make_shared<VaeCliOptions>();
+    CLI::App* cmd = vae->add_subcommand("encode", "Pixels [1, 3, 1+4k, H, W] or a PNG image -> latent and posterior mean");
+    add_common(*cmd, *o);
+    CLI::Option* pixels = cmd->add_option("--pixels", o->encode.pixels, "safetensors file with the F32 tensor 'pixels' in [-1, 1]");
+    CLI::Option* image = cmd->add_option("--image", o->encode.image, "PNG image, width and height multiples of 16");
+    pixels->excludes(image);
+    cmd->add_option("--out", o->encode.out, ".safetensors file: tensors 'latent' (normalised) and 'mu' (posterior mean)")
+        ->required();
+    cmd->callback([o] {
+      o->encode.run = o->run("encode");
+      vae_encode(o->encode, stdout);
+    });
+  }
+}
+
+}  // namespace stepmix::cli

@@ -1,0 +1,168 @@
+// stepmix::vae_decode and stepmix::vae_encode (include/stepmix/tools.hpp):
+// the VAE on tensors in its checking files' layout, and straight to pictures
+// and video. Requests are sized from the safetensors headers and refused
+// before a weight is read when they would not fit in memory.
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include "io/output_format.hpp"
+#include "io/png.hpp"
+#include "io/safetensors.hpp"
+#include "stepmix/tools.hpp"
+#include "vae/outputs.hpp"
+#include "vae/vae.hpp"
+
+namespace stepmix {
+namespace {
+
+kernels::GemmArithmetic arithmetic_of(ActivationDType dtype) {
+  return dtype == ActivationDType::BF16 ? kernels::GemmArithmetic::BF16 : kernels::GemmArithmetic::F32;
+}
+
+std::size_t memory_limit(const VaeRunOptions& o) {
+  if (o.max_memory) return *o.max_memory;
+  return vae::available_memory_bytes().value_or(SIZE_MAX);
+}
+
+// The F32 tensor `name` of `file`; anything else names the file.
+const TensorView& input_tensor(const SafetensorsFile& file, const std::string& name, const std::string& expected) {
+  const TensorView* t = file.find(name);
+  if (!t) throw Error("vae", file.path() + ": no tensor '" + name + "' (expected F32 " + expected + ")");
+  if (t->dtype != DType::F32)
+    throw Error("vae", file.path() + ": tensor '" + name + "' is " + std::string(dtype_name(t->dtype)) +
+                           ", expected F32 " + expected);
+  return *t;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+std::size_t parse_memory_size(const std::string& text, const std::string& option) {
+  std::size_t end = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &end);
+  } catch (...) {
+    end = 0;
+  }
+  const std::string unit = text.substr(end);
+  const double scale = unit.empty()  ? 1.0
+                       : unit == "K" ? 1024.0
+                       : unit == "M" ? 1024.0 * 1024
+                       : unit == "G" ? 1024.0 * 1024 * 1024
+                                     : -1.0;
+  if (end == 0 || scale < 0 || !(value > 0) || !std::isfinite(value * scale) || value * scale > 0x1p62)
+    throw Error("vae", option + ": expected a positive size such as 8G, 512M or 1048576, got '" + text + "'");
+  return std::size_t(value * scale);
+}
+
+void vae_decode(const VaeDecodeOptions& o, std::FILE* out) {
+  if (!o.out && !o.frames_dir) throw Error("vae", "decode: give --out and/or --frames-dir");
+  vae::DecodeOutputs outputs;
+  if (o.out) {
+    switch (output_format_for(*o.out, "--out", {OutputFormat::Safetensors, OutputFormat::Png, OutputFormat::Mp4})) {
+      case OutputFormat::Safetensors: outputs.tensor = o.out; break;
+      case OutputFormat::Png: outputs.image = o.out; break;
+      default: outputs.video = o.out; break;
+    }
+  }
+  outputs.frames_dir = o.frames_dir;
+  if (!(o.fps > 0) || o.fps > 1000) throw Error("vae", "--fps: expected a number in (0, 1000], got " + std::to_string(o.fps));
+  outputs.fps = o.fps;
+  vae::VaeOptions load;
+  load.arithmetic = arithmetic_of(o.run.activations);
+  const std::size_t limit = memory_limit(o.run);
+
+  const auto file = SafetensorsFile::open(o.latent);
+  // Size the request from the headers before reading a weight.
+  load.decoder = load.encoder = false;
+  const vae::WanVae sizes = vae::WanVae::load(o.run.vae, load);
+  const int64_t z = sizes.config().z_dim;
+  const TensorView& latent = input_tensor(*file, "latent", "[1, " + std::to_string(z) + ", T, h, w]");
+  vae::RunOptions run;
+  run.input_label = o.latent + ": tensor 'latent'";
+  run.progress = o.run.progress;
+
+  const std::vector<int64_t>& shape = latent.shape;
+  if (shape.size() != 5 || shape[0] != 1 || shape[1] != z || shape[2] < 1 || shape[3] < 1 || shape[4] < 1)
+    throw Error("vae", run.input_label + ": expected shape [1, " + std::to_string(z) + ", T, h, w], got " +
+                           shape_to_string(shape));
+  const int64_t T = shape[2], F = sizes.config().pixel_frames(T), sf = sizes.config().spatial_factor();
+  const int64_t H = shape[3] * sf, W = shape[4] * sf;
+  vae::check_memory(sizes.estimate_decode(T, shape[3], shape[4], outputs.collects()), limit,
+                    o.latent + ": decoding " + std::to_string(F) + " frames of " + std::to_string(H) + "x" +
+                        std::to_string(W));
+  // The outputs are checked before the weights are read.
+  OutputSet set;
+  set.add_input("--latent", o.latent);
+  const vae::DecodeOutputIds ids = vae::declare_decode_outputs(set, outputs, "--out");
+  set.validate();
+  load.decoder = true;
+  const vae::WanVae model = vae::WanVae::load(o.run.vae, load);
+  const auto start = std::chrono::steady_clock::now();
+  vae::decode_and_stage(model, latent.as<float>(), shape, outputs, ids, set, run);
+  set.commit();
+  std::string written = o.out.value_or("");
+  if (o.frames_dir) written += (written.empty() ? "" : " and ") + *o.frames_dir;
+  std::fprintf(out, "pixels [1, 3, %lld, %lld, %lld] -> %s (%.2f s, %s activations)\n", (long long)F, (long long)H,
+               (long long)W, written.c_str(), seconds_since(start),
+               std::string(activation_dtype_name(o.run.activations)).c_str());
+}
+
+void vae_encode(const VaeEncodeOptions& o, std::FILE* out) {
+  if (bool(o.pixels) == bool(o.image)) throw Error("vae", "encode: give exactly one of --pixels IN.safetensors and --image IN.png");
+  output_format_for(o.out, "--out", {OutputFormat::Safetensors});
+  vae::VaeOptions load;
+  load.arithmetic = arithmetic_of(o.run.activations);
+  const std::size_t limit = memory_limit(o.run);
+
+  std::vector<float> image_pixels;
+  std::shared_ptr<const SafetensorsFile> file;
+  const float* pixels = nullptr;
+  std::vector<int64_t> shape;
+  vae::RunOptions run;
+  run.progress = o.run.progress;
+  if (o.image) {
+    const Image8 rgb = read_png_rgb(*o.image);
+    if (rgb.width % 16 || rgb.height % 16)
+      throw Error("vae", *o.image + ": image of " + std::to_string(rgb.width) + "x" + std::to_string(rgb.height) +
+                             ": expected width and height multiples of 16");
+    image_pixels = vae::pixels_from_rgb8(rgb.pixels.data(), rgb.height, rgb.width);
+    pixels = image_pixels.data();
+    shape = {1, 3, 1, rgb.height, rgb.width};
+    run.input_label = *o.image;
+  } else {
+    file = SafetensorsFile::open(*o.pixels);
+    const TensorView& t = input_tensor(*file, "pixels", "[1, 3, F, H, W]");
+    pixels = t.as<float>();
+    shape = t.shape;
+    run.input_label = *o.pixels + ": tensor 'pixels'";
+  }
+  load.decoder = load.encoder = false;
+  const vae::WanVae sizes = vae::WanVae::load(o.run.vae, load);
+  if (shape.size() == 5 && shape[2] >= 1 && shape[3] >= 1 && shape[4] >= 1)
+    vae::check_memory(sizes.estimate_encode(shape[2], shape[3], shape[4]), limit,
+                      run.input_label + ": encoding " + std::to_string(shape[2]) + " frames of " +
+                          std::to_string(shape[3]) + "x" + std::to_string(shape[4]));
+  OutputSet set;
+  set.add_input("--pixels", o.pixels.value_or(""));
+  set.add_input("--image", o.image.value_or(""));
+  const OutputSet::Id id = set.add_file("--out", o.out);
+  set.validate();
+  load.encoder = true;
+  const vae::WanVae model = vae::WanVae::load(o.run.vae, load);
+  const auto start = std::chrono::steady_clock::now();
+  const vae::EncodeResult result = model.encode(pixels, shape, run);
+  set.stage_file(id, encode_safetensors(o.out, {make_tensor_f32("latent", result.shape, result.latent),
+                                                make_tensor_f32("mu", result.shape, result.mu)}));
+  set.commit();
+  std::fprintf(out, "latent %s -> %s (%.2f s, %s activations)\n", shape_to_string(result.shape).c_str(), o.out.c_str(),
+               seconds_since(start), std::string(activation_dtype_name(o.run.activations)).c_str());
+}
+
+}  // namespace stepmix

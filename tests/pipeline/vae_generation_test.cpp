@@ -1,0 +1,195 @@
+// A generation on a model with vae/ (a seeded 48-channel transformer beside
+// the tiny Wan2.2 VAE): the final latent decoded into a PNG, an MP4 and a
+// frame folder in one decode, progress per latent frame, image-to-video with
+// latent frame 0 kept as the VAE encoded the image, and the requests refused
+// before sampling.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "common/error_of.hpp"
+#include "common/temp_dir.hpp"
+#include "io/png.hpp"
+#include "io/safetensors.hpp"
+#include "io/video.hpp"
+#include "stepmix/model.hpp"
+#include "synthetic_checkpoint.hpp"
+#include "vae/vae.hpp"
+
+namespace stepmix::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kVae = std::string(STEPMIX_TEST_DATA) + "/golden/wan22-vae-tiny/vae";
+
+// The transformer of tests/data/vae-model (its README), seed 3.
+SyntheticModelShape tiny_shape(int64_t channels) {
+  SyntheticModelShape s;
+  s.hidden_size = 32;
+  s.intermediate_size = 64;
+  s.layers = 1;
+  s.heads = 2;
+  s.kv_heads = 1;
+  s.head_dim = 16;
+  s.vocab_size = 16;
+  s.latent_channel = channels;
+  return s;
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class VaeGeneration : public TempDirTest {
+ protected:
+  // model/{transformer/, vae -> the tiny VAE}
+  std::string make_model(const std::string& name, int64_t channels = 48) {
+    const fs::path root = dir_ / name;
+    write_synthetic_transformer((root / "transformer").string(), tiny_shape(channels), false, 3);
+    fs::create_directory_symlink(kVae, root / "vae");
+    return root.string();
+  }
+  // 5 frames of 32x48: latent {48, 2, 2, 3}; 2 steps, no CFG.
+  static GenerateRequest request(int frames = 5) {
+    GenerateRequest r;
+    r.prompt_ids = std::vector<int64_t>{5, 9, 13};  // < vocab_size 16
+    r.guidance = 1.0;
+    r.steps = 2;
+    r.height = 32;
+    r.width = 48;
+    r.frames = frames;
+    r.fps = 12;
+    return r;
+  }
+  // A smooth 80x64 picture (wider and taller than the request).
+  std::string write_picture() const {
+    Image8 im{80, 64, 3, {}};
+    im.pixels.resize(80 * 64 * 3);
+    for (int y = 0; y < 64; ++y)
+      for (int x = 0; x < 80; ++x)
+        for (int c = 0; c < 3; ++c) im.pixels[std::size_t((y * 80 + x) * 3 + c)] = uint8_t((x * 3 + y * 2 + c * 60) % 256);
+    const std::string path = (dir_ / "picture.png").string();
+    write_png(path, im);
+    return path;
+  }
+};
+
+// The committed model the CLI tests use (tests/tools/generate_vae.sh) is what
+// the synthetic writer makes from the shape and seed its README gives.
+TEST_F(VaeGeneration, TheCommittedFixtureIsTheSyntheticTransformerItsReadmeNames) {
+  const std::string root = make_model("model");
+  const fs::path committed = fs::path(STEPMIX_TEST_DATA) / "vae-model";
+  for (const char* file : {"transformer/config.json", "transformer/diffusion_pytorch_model.safetensors"})
+    EXPECT_EQ(file_bytes(fs::path(root) / file), file_bytes(committed / file)) << file;
+  EXPECT_EQ(fs::canonical(committed / "vae"), fs::canonical(kVae));
+}
+
+TEST_F(VaeGeneration, OneDecodeWritesTheVideoTheFramesTheStripAndTheLatent) {
+  Model model = Model::open(make_model("model"));
+  EXPECT_TRUE(model.info().has_vae);
+  const GenerateResult result = model.generate(request());
+  EXPECT_TRUE(result.plan.decodes);
+  EXPECT_EQ(result.plan.latent_shape, (std::array<int64_t, 4>{48, 2, 2, 3}));
+  const std::string video = (dir_ / "clip.mp4").string(), frames_dir = (dir_ / "frames").string();
+  const std::string strip = (dir_ / "strip.png").string(), latent_file = (dir_ / "latent.safetensors").string();
+  GenerationOutputs outputs(model, result.plan, {video, latent_file, frames_dir});
+  GenerationOutputs picture(model, result.plan, {strip, std::nullopt, std::nullopt});
+  std::vector<std::pair<int64_t, int64_t>> progress;
+  outputs.write(result, {"ids:5,9,13", "", 0, "model"},
+                [&](int64_t done, int64_t total) { progress.emplace_back(done, total); });
+  picture.write(result, {"ids:5,9,13", "", 0, "model"});
+  EXPECT_EQ(progress, (std::vector<std::pair<int64_t, int64_t>>{{1, 2}, {2, 2}}));
+
+  const VideoInfo info = probe_video(video);
+  EXPECT_EQ(info.frames, 5);
+  EXPECT_EQ(info.width, 48);
+  EXPECT_EQ(info.height, 32);
+  EXPECT_DOUBLE_EQ(info.fps, 12.0);
+  EXPECT_EQ(read_png(strip).width, 5 * 48);
+  // The frames are the VAE's decode of the latent written beside them.
+  const auto latent = SafetensorsFile::open(latent_file);
+  const TensorView& z = latent->get("latent");
+  EXPECT_EQ(std::vector<float>(z.as<float>(), z.as<float>() + z.numel()), result.latent);
+  const vae::WanVae vae = vae::WanVae::load(kVae);
+  int64_t frames = 0;
+  vae.decode(z.as<float>(), z.shape, [&](int64_t t, const vae::Frame& rgb) {
+    char name[32];
+    std::snprintf(name, sizeof name, "frame_%05lld.png", (long long)t);
+    EXPECT_EQ(read_png((fs::path(frames_dir) / name).string()).pixels, vae::to_image8(rgb).pixels) << name;
+    ++frames;
+  });
+  EXPECT_EQ(frames, 5);
+}
+
+TEST_F(VaeGeneration, AnImageRequestDecodesToOnePicture) {
+  Model model = Model::open(make_model("model"));
+  const GenerateResult result = model.generate(request(1));
+  const std::string path = (dir_ / "image.png").string();
+  GenerationOutputs(model, result.plan, {path, std::nullopt, std::nullopt}).write(result, {"ids:5,9,13", "", 0, "model"});
+  const Image8 image = read_png(path);
+  EXPECT_EQ(image.width, 48);
+  EXPECT_EQ(image.height, 32);
+  // The generation's parameters travel with the decoded picture.
+  bool has_parameters = false;
+  for (const auto& [keyword, text] : read_png_metadata(path)) has_parameters |= keyword == "parameters";
+  EXPECT_TRUE(has_parameters);
+}
+
+// Latent frame 0 is the VAE's latent of the picture, scaled to cover 48x32
+// and centre-cropped, and sampling leaves it so.
+TEST_F(VaeGeneration, ImageToVideoKeepsTheEncodedPictureAsFrameZero) {
+  Model model = Model::open(make_model("model"));
+  GenerateRequest r = request();
+  r.image = write_picture();
+  const GenerateResult result = model.generate(r);
+  EXPECT_EQ(result.plan.condition_frames, (std::vector<int64_t>{1, 0}));
+  const vae::WanVae vae = vae::WanVae::load(kVae);
+  const std::vector<float> want = vae.encode_image(resize_and_center_crop(read_png_rgb(*r.image), 48, 32)).latent;
+  const int64_t C = 48, T = 2, HW = 2 * 3;
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t p = 0; p < HW; ++p)
+      ASSERT_EQ(result.latent[std::size_t(c * T * HW + p)], want[std::size_t(c * HW + p)]) << c << "," << p;
+  // Without the picture the same seed samples another video.
+  EXPECT_NE(model.generate(request()).latent, result.latent);
+}
+
+TEST_F(VaeGeneration, RequestsThatCannotWorkAreRefusedBeforeSampling) {
+  Model model = Model::open(make_model("model"));
+  GenerateRequest r = request(1);
+  r.image = write_picture();
+  std::string e = error_of([&] { model.plan(r); });
+  EXPECT_NE(e.find("image-to-video needs a video of 5 or more frames"), std::string::npos) << e;
+  r = request();
+  r.image = write_text("not.png", "hello");
+  e = error_of([&] { model.generate(r); });
+  EXPECT_NE(e.find(*r.image), std::string::npos) << e;
+  const GeneratePlan plan = model.plan(request());
+  e = error_of([&] { GenerationOutputs(model, plan, {(dir_ / "clip.avi").string(), std::nullopt, std::nullopt}); });
+  EXPECT_NE(e.find("extension '.avi' is not supported here; expected .png, .mp4 or .safetensors"), std::string::npos)
+      << e;
+
+  // A model without vae/ has nothing to decode video or encode an image with.
+  const std::string bare = make_model("bare-model");
+  fs::remove(fs::path(bare) / "vae");
+  Model no_vae = Model::open(bare);
+  const GeneratePlan bare_plan = no_vae.plan(request());
+  e = error_of([&] { GenerationOutputs(no_vae, bare_plan, {(dir_ / "clip.mp4").string(), std::nullopt, std::nullopt}); });
+  EXPECT_NE(e.find("video is decoded by the model's vae/"), std::string::npos) << e;
+  e = error_of([&] { GenerationOutputs(no_vae, bare_plan, {std::nullopt, std::nullopt, (dir_ / "f").string()}); });
+  EXPECT_NE(e.find("frames are decoded by the model's vae/"), std::string::npos) << e;
+  r = request();
+  r.image = write_picture();
+  e = error_of([&] { no_vae.plan(r); });
+  EXPECT_NE(e.find("image-to-video needs a model with vae/"), std::string::npos) << e;
+
+  // The VAE's latent channels must be the transformer's.
+  e = error_of([&] { Model::open(make_model("mismatch", 16)); });
+  EXPECT_NE(e.find("z_dim: expected the transformer's latent_channel 16, got 48"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace stepmix::test
