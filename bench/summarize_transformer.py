@@ -13,6 +13,7 @@ same peaks.
 """
 import collections
 import json
+import os
 import statistics
 import sys
 import time
@@ -93,7 +94,7 @@ def main():
         "peaks_gflops": {"vdpbf16ps_two_cores": vdp, "amx_two_cores": amx, "measurements": peaks},
         "statistic": "ms: median of the timed calls; best_ms: fastest; cpu_ms_per_thread: least process CPU time "
                      "of a call / threads; fractions: FLOPs / time / peak",
-        "samples": samples_path,
+        "samples": os.path.basename(samples_path),  # beside this file
         "load_average_at_stepmix_runs": {"min": min(loads), "max": max(loads)} if loads else None,
         "written": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
