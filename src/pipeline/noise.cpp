@@ -1,10 +1,10 @@
 #include "pipeline/noise.hpp"
 
 #include <cmath>
+#include <numbers>
 #include <span>
 
-#include "sched/flow_match_euler.hpp"
-#include <numbers>
+#include "sched/scheduler.hpp"
 
 namespace stepmix {
 namespace {
@@ -57,9 +57,7 @@ std::vector<float> NormalGenerator::normals(std::size_t n) {
 }
 
 void draw_step_noise_from(sched::Scheduler& scheduler, std::shared_ptr<NormalGenerator> generator) {
-  auto* flow_match = dynamic_cast<sched::FlowMatchEulerDiscreteScheduler*>(&scheduler);
-  if (!flow_match) return;
-  flow_match->set_noise_source([generator = std::move(generator)](int, std::span<float> out) {
+  scheduler.set_noise_source([generator = std::move(generator)](int, std::span<float> out) {
     for (float& v : out) v = generator->next_normal();
   });
 }

@@ -31,7 +31,7 @@ class NormalGenerator {
 // A scheduler that draws fresh noise on every step (FlowMatch Euler's
 // stochastic mode, the distilled builds) takes it from `generator`, which
 // continues the stream the initial noise came from: one seed, one run.
-// Other schedulers are left as they are.
+// Other schedulers ignore the source (Scheduler::set_noise_source).
 void draw_step_noise_from(sched::Scheduler& scheduler, std::shared_ptr<NormalGenerator> generator);
 
 }  // namespace stepmix

@@ -36,7 +36,7 @@ class FlowMatchEulerDiscreteScheduler final : public Scheduler {
   void step(std::span<const float> model_output, double timestep, std::span<float> sample) override;
   LatentStep begin_latent_step(double timestep, std::size_t n) override;
 
-  void set_noise_source(NoiseSource source) { noise_ = std::move(source); }
+  void set_noise_source(NoiseSource source) override { noise_ = std::move(source); }
   const FlowMatchEulerOptions& options() const { return options_; }
 
  private:

@@ -48,6 +48,10 @@ class Scheduler {
 
   virtual std::string name() const = 0;
 
+  // Where a stochastic sampler draws its per-step noise (FlowMatch Euler's
+  // stochastic mode); schedulers that draw none ignore it.
+  virtual void set_noise_source(NoiseSource source) {}
+
   // Timesteps handed to the model, one per step. UniPC's are integers (the
   // int64 truncation of sigma*T), stored exactly as doubles; FlowMatch's are
   // float32 values, also exact in double.
