@@ -66,9 +66,7 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
   const CheckTensorsStats scanned = check_tensors(store);
   // The same number of steps generate would run for this model.
   const int steps = steps_option ? *steps_option : read_model_defaults(dir).steps.value_or(kDefaultSteps);
-  if (steps < 1 || steps > kMaxSteps)
-    throw Error("inspect", "--steps: expected an integer in [1, " + std::to_string(kMaxSteps) + "], got " +
-                               std::to_string(steps));
+  check_steps_value(steps, "inspect", "--steps");
   const StepPlan plan = plan_steps(policy, governed.has_fp8(), steps);
 
   InspectReport report;

@@ -109,14 +109,8 @@ class CallbackObserver final : public DenoiseObserver {
 // before anything is allocated; `where` names the source of a default.
 void check_request_values(const GenerateRequest& r, int steps, double guidance, const ModelDirectory& dir) {
   const std::string defaults = dir.model_index_path.value_or("model_index.json") + ": stepmix.";
-  if (steps < 1 || steps > kMaxSteps)
-    throw Error("generate", (r.steps ? std::string("--steps") : defaults + "num_inference_steps") +
-                                ": expected an integer in [1, " + std::to_string(kMaxSteps) + "], got " +
-                                std::to_string(steps));
-  if (!std::isfinite(guidance) || guidance < 0 || guidance > kMaxGuidance)
-    throw Error("generate", (r.guidance ? std::string("--guidance") : defaults + "guidance_scale") +
-                                ": expected a finite number in [0, " + std::to_string(int(kMaxGuidance)) + "], got " +
-                                std::to_string(guidance));
+  check_steps_value(steps, "generate", r.steps ? std::string("--steps") : defaults + "num_inference_steps");
+  check_guidance_value(guidance, "generate", r.guidance ? std::string("--guidance") : defaults + "guidance_scale");
   if (!std::isfinite(r.fps) || !(r.fps > 0) || r.fps > 1000)
     throw Error("generate", "--fps: expected a finite number in (0, 1000], got " + std::to_string(r.fps));
   if (r.flow_shift && (!std::isfinite(*r.flow_shift) || !(*r.flow_shift > 0) || *r.flow_shift > 1000))

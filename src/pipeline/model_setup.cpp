@@ -47,6 +47,18 @@ ModelDefaults read_model_defaults(const ModelDirectory& dir) {
   return d;
 }
 
+void check_steps_value(int steps, const std::string& component, const std::string& field) {
+  if (steps < 1 || steps > kMaxSteps)
+    throw Error(component, field + ": expected an integer in [1, " + std::to_string(kMaxSteps) + "], got " +
+                               std::to_string(steps));
+}
+
+void check_guidance_value(double guidance, const std::string& component, const std::string& field) {
+  if (!std::isfinite(guidance) || guidance < 0 || guidance > kMaxGuidance)
+    throw Error(component, field + ": expected a finite number in [0, " + std::to_string(int(kMaxGuidance)) +
+                               "], got " + std::to_string(guidance));
+}
+
 bool is_pixel_space(const ModelDirectory& dir) {
   return dir.transformer_dir != dir.root && !fs::exists(fs::path(dir.root) / "vae");
 }

@@ -27,6 +27,12 @@ struct ModelDefaults {
 };
 ModelDefaults read_model_defaults(const ModelDirectory& dir);
 
+// The limits of a request (stepmix/model.hpp) for the step count and the
+// guidance scale: throw stepmix::Error(component, "<field>: expected ...,
+// got ...") outside [1, kMaxSteps] / a finite number in [0, kMaxGuidance].
+void check_steps_value(int steps, const std::string& component, const std::string& field);
+void check_guidance_value(double guidance, const std::string& component, const std::string& field);
+
 // A full model directory without vae/: latents are pixels (identity decoder).
 bool is_pixel_space(const ModelDirectory& dir);
 

@@ -244,11 +244,8 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
   c.guidance = r.guidance ? *r.guidance : defaults.guidance.value_or(kCalibrationGuidance);
   if (c.seeds < 1 || c.seeds > 10000)
     throw Error("quantize", "--calib-seeds: expected an integer in [1, 10000], got " + std::to_string(c.seeds));
-  if (c.steps < 1 || c.steps > kMaxSteps)
-    throw Error("quantize", "--steps: expected an integer in [1, " + std::to_string(kMaxSteps) + "], got " +
-                                std::to_string(c.steps));
-  if (!std::isfinite(c.guidance) || c.guidance < 0 || c.guidance > kMaxGuidance)
-    throw Error("quantize", "--guidance: expected a finite number in [0, 100], got " + std::to_string(c.guidance));
+  check_steps_value(c.steps, "quantize", "--steps");
+  check_guidance_value(c.guidance, "quantize", "--guidance");
   c.fps = r.fps;
   c.scheduler_config = r.scheduler_config;
   const int64_t channels = parse_cosmos3_config(dir.config, dir.config_path).config.latent_channel;
