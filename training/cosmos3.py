@@ -1,11 +1,11 @@
 """Cosmos3 omni transformer (vision-generation path) in plain PyTorch 1.13.
 
-Follows /work/shared/spec/cosmos3-transformer.md: the same config keys, the same parameter names as the
+Follows the Cosmos3 transformer as stepmix implements it (src/model/): the same config keys, the same parameter names as the
 Diffusers `Cosmos3OmniTransformer` state dict, two towers per layer (understanding = causal text stream,
 generation = vision stream that attends to [text keys; vision keys]), interleaved 3-axis mRoPE, per-head
 q/k RMSNorm, SwiGLU MLPs, grouped-query attention, and the timestep embedding added to noisy vision tokens
 only. Computation is float32 throughout (training and reference checks); the BF16 rounding points of the
-spec belong to the runtime, not to this module.
+reference pipeline belong to the runtime, not to this module.
 
 The forward is batched so it can train: text prefixes of different lengths are right-padded and padded
 rows are masked out of every key set, which makes each sample's result identical to an unpadded call.
@@ -330,7 +330,7 @@ class Cosmos3Transformer(nn.Module):
         input_ids   [B, Lmax] long, right-padded; text_len [B] long (real lengths).
         latent      [B, C, T, H, W]; timesteps [B] or [B, Nn] (scheduler timestep, i.e. sigma*1000).
         noisy_frames  list of frame indices being denoised (default: all).
-        position_ids  optional [B, 3, Lmax + Nv]; built per the pipeline spec when omitted.
+        position_ids  optional [B, 3, Lmax + Nv]; built as the Cosmos3 pipeline does when omitted.
         Returns the velocity [B, C, T, H, W] (zeros at conditioning frames) and, if return_hidden,
         a dict of intermediate tensors (for reference checks).
         """

@@ -4,7 +4,7 @@
         --out models/fashion-cosmos3-bf16 --flow-shift 3.0
 
 Writes model_index.json, transformer/{config.json, diffusion_pytorch_model.safetensors} (BF16, the exact
-state-dict names of the spec), scheduler/scheduler_config.json (UniPC flow, as the golden
+Diffusers state-dict names), scheduler/scheduler_config.json (UniPC flow, as the golden
 unipc_flowshift3.json with the chosen flow_shift) and text_tokenizer/{tokenizer.json,
 tokenizer_config.json}. The classifier/ folder and README.md are written by classifier.py and by hand.
 """
@@ -51,7 +51,7 @@ def main():
     missing = golden_keys - set(config)
     assert not missing, missing
 
-    # the state dict of the module, so names are those of the spec
+    # the state dict of the module, so names are the Diffusers ones
     model = Cosmos3Transformer(cfg)
     model.load_state_dict(debiased_ema(ck) if args.weights == "ema" else ck["model"])
     tensors = {k: v.float() for k, v in model.state_dict().items()}

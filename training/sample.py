@@ -1,7 +1,7 @@
 """Sample the embedded model with UniPC (flow_prediction, bh2, order 2) or Euler, with CFG, and rate the
 samples with the Fashion-MNIST classifier.
 
-UniPC follows /work/shared/spec/schedulers.md exactly (float64 scalar coefficients, float32 latent), so
+UniPC follows docs/schedulers.md exactly (float64 scalar coefficients, float32 latent), so
 these numbers are what a faithful runtime should reproduce up to its arithmetic precision.
 
     /usr/bin/python3 training/sample.py --model models/fashion-cosmos3-bf16 --steps 8 20 --guidance 3 \
