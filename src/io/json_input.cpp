@@ -111,4 +111,10 @@ std::optional<std::int64_t> json_integer_in(const nlohmann::json& value, std::in
   return std::nullopt;
 }
 
+std::string json_excerpt(const nlohmann::json& value) {
+  std::string s = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
 }  // namespace stepmix

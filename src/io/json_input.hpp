@@ -58,4 +58,8 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& label, 
 // anything else: out of range, a float, a bool, a string.
 std::optional<std::int64_t> json_integer_in(const nlohmann::json& value, std::int64_t lo, std::int64_t hi);
 
+// A value as a message shows it: compact JSON text, invalid UTF-8 replaced,
+// cut to 60 characters ("..." at the end when cut).
+std::string json_excerpt(const nlohmann::json& value);
+
 }  // namespace stepmix

@@ -22,11 +22,18 @@
 #include "stepmix/error.hpp"
 
 namespace stepmix {
-namespace {
 
+// A named namespace, not an anonymous one: OutputSet::Output (external
+// linkage) holds these.
+namespace output_set_detail {
 enum class Kind { File, Folder };
 // What commit does at the destination.
 enum class Action { Create, Replace, WriteThrough };
+}  // namespace output_set_detail
+using output_set_detail::Action;
+using output_set_detail::Kind;
+
+namespace {
 
 [[noreturn]] void fail(const std::string& label, const std::string& path, const std::string& problem) {
   throw Error("output", (label.empty() ? "" : label + " ") + path + ": " + problem);

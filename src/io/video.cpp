@@ -20,7 +20,9 @@ extern "C" {
 namespace stepmix {
 namespace fs = std::filesystem;
 
-namespace {
+// A named namespace, not an anonymous one: Mp4Writer::State (external
+// linkage) holds the owning pointers defined here.
+namespace video_detail {
 
 std::string av_error(int code) {
   char text[AV_ERROR_MAX_STRING_SIZE] = {};
@@ -28,7 +30,7 @@ std::string av_error(int code) {
   return text;
 }
 
-[[noreturn]] void fail(const std::string& path, const std::string& what, int code = 0) {
+[[noreturn]] void fail_video(const std::string& path, const std::string& what, int code = 0) {
   throw Error("video", path + ": " + what + (code ? ": " + av_error(code) : std::string()));
 }
 
@@ -56,7 +58,8 @@ using PacketPtr = std::unique_ptr<AVPacket, FreePacket>;
 using CodecPtr = std::unique_ptr<AVCodecContext, FreeCodec>;
 using ScalerPtr = std::unique_ptr<SwsContext, FreeScaler>;
 
-}  // namespace
+}  // namespace video_detail
+using namespace video_detail;
 
 // ---------------------------------------------------------------- writer
 // The MP4 file grows in memory: the muxer seeks back to patch sizes, which
@@ -108,15 +111,15 @@ struct Mp4Writer::State {
   // Sends `f` (null: flush) and writes every packet the encoder returns.
   void encode(const AVFrame* f) {
     int rc = avcodec_send_frame(codec.get(), f);
-    if (rc < 0) fail(path, "encoding frame " + std::to_string(frames), rc);
+    if (rc < 0) fail_video(path, "encoding frame " + std::to_string(frames), rc);
     for (;;) {
       rc = avcodec_receive_packet(codec.get(), packet.get());
       if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return;
-      if (rc < 0) fail(path, "encoding", rc);
+      if (rc < 0) fail_video(path, "encoding", rc);
       av_packet_rescale_ts(packet.get(), codec->time_base, stream->time_base);
       packet->stream_index = stream->index;
       rc = av_interleaved_write_frame(format, packet.get());
-      if (rc < 0) fail(path, "writing a packet", rc);
+      if (rc < 0) fail_video(path, "writing a packet", rc);
     }
   }
 };
@@ -128,20 +131,20 @@ Mp4Writer::Mp4Writer(const std::string& path, int width, int height, double fps)
   s.width = width;
   s.height = height;
   if (width < 2 || height < 2 || width % 2 || height % 2)
-    fail(path, "frame size " + std::to_string(width) + "x" + std::to_string(height) +
+    fail_video(path, "frame size " + std::to_string(width) + "x" + std::to_string(height) +
                    ": expected even width and height (yuv420p)");
-  if (!(fps > 0) || !std::isfinite(fps) || fps > 1000) fail(path, "fps " + std::to_string(fps) + ": expected a number in (0, 1000]");
+  if (!(fps > 0) || !std::isfinite(fps) || fps > 1000) fail_video(path, "fps " + std::to_string(fps) + ": expected a number in (0, 1000]");
 
   const AVCodec* encoder = avcodec_find_encoder_by_name("libx264");
   if (!encoder) encoder = avcodec_find_encoder(AV_CODEC_ID_H264);
-  if (!encoder) fail(path, "this FFmpeg build has no H.264 encoder (Debian's libavcodec has libx264)");
+  if (!encoder) fail_video(path, "this FFmpeg build has no H.264 encoder (Debian's libavcodec has libx264)");
   int rc = avformat_alloc_output_context2(&s.format, nullptr, "mp4", nullptr);
-  if (rc < 0 || !s.format) fail(path, "creating the MP4 container", rc);
+  if (rc < 0 || !s.format) fail_video(path, "creating the MP4 container", rc);
   s.stream = avformat_new_stream(s.format, nullptr);
   s.codec.reset(avcodec_alloc_context3(encoder));
   s.frame.reset(av_frame_alloc());
   s.packet.reset(av_packet_alloc());
-  if (!s.stream || !s.codec || !s.frame || !s.packet) fail(path, "out of memory");
+  if (!s.stream || !s.codec || !s.frame || !s.packet) fail_video(path, "out of memory");
 
   const AVRational rate = av_d2q(fps, 1 << 20);
   AVCodecContext& c = *s.codec;
@@ -162,32 +165,32 @@ Mp4Writer::Mp4Writer(const std::string& path, int width, int height, double fps)
   av_dict_set(&options, "preset", "medium", 0);
   rc = avcodec_open2(&c, encoder, &options);
   av_dict_free(&options);
-  if (rc < 0) fail(path, "opening the H.264 encoder", rc);
+  if (rc < 0) fail_video(path, "opening the H.264 encoder", rc);
   rc = avcodec_parameters_from_context(s.stream->codecpar, &c);
-  if (rc < 0) fail(path, "setting the stream parameters", rc);
+  if (rc < 0) fail_video(path, "setting the stream parameters", rc);
   s.stream->time_base = c.time_base;
   s.stream->avg_frame_rate = rate;
   constexpr int kIoBuffer = 1 << 16;
   auto* buffer = static_cast<unsigned char*>(av_malloc(kIoBuffer));
-  if (!buffer) fail(path, "out of memory");
+  if (!buffer) fail_video(path, "out of memory");
   s.io = avio_alloc_context(buffer, kIoBuffer, 1, &s.file, nullptr, MemoryFile::write, MemoryFile::seek);
   if (!s.io) {
     av_free(buffer);
-    fail(path, "out of memory");
+    fail_video(path, "out of memory");
   }
   s.format->pb = s.io;
   s.format->flags |= AVFMT_FLAG_CUSTOM_IO;
   rc = avformat_write_header(s.format, nullptr);
-  if (rc < 0) fail(path, "writing the MP4 header", rc);
+  if (rc < 0) fail_video(path, "writing the MP4 header", rc);
 
   s.frame->format = AV_PIX_FMT_YUV420P;
   s.frame->width = width;
   s.frame->height = height;
   rc = av_frame_get_buffer(s.frame.get(), 0);
-  if (rc < 0) fail(path, "allocating a frame", rc);
+  if (rc < 0) fail_video(path, "allocating a frame", rc);
   s.scaler.reset(sws_getContext(width, height, AV_PIX_FMT_RGB24, width, height, AV_PIX_FMT_YUV420P, SWS_BICUBIC,
                                 nullptr, nullptr, nullptr));
-  if (!s.scaler) fail(path, "creating the RGB to yuv420p converter");
+  if (!s.scaler) fail_video(path, "creating the RGB to yuv420p converter");
 }
 
 Mp4Writer::~Mp4Writer() = default;
@@ -196,14 +199,14 @@ int64_t Mp4Writer::frames() const { return state_->frames; }
 
 void Mp4Writer::add_frame(const Image8& rgb) {
   State& s = *state_;
-  if (s.finished) fail(s.path, "add_frame after finish");
+  if (s.finished) fail_video(s.path, "add_frame after finish");
   if (rgb.width != s.width || rgb.height != s.height || rgb.channels != 3 ||
       rgb.pixels.size() != std::size_t(rgb.width) * rgb.height * 3)
-    fail(s.path, "frame " + std::to_string(s.frames) + " is " + std::to_string(rgb.width) + "x" +
+    fail_video(s.path, "frame " + std::to_string(s.frames) + " is " + std::to_string(rgb.width) + "x" +
                      std::to_string(rgb.height) + "x" + std::to_string(rgb.channels) + ", expected " +
                      std::to_string(s.width) + "x" + std::to_string(s.height) + " RGB");
   int rc = av_frame_make_writable(s.frame.get());
-  if (rc < 0) fail(s.path, "frame buffer", rc);
+  if (rc < 0) fail_video(s.path, "frame buffer", rc);
   const uint8_t* source[1] = {rgb.pixels.data()};
   const int stride[1] = {rgb.width * 3};
   sws_scale(s.scaler.get(), source, stride, 0, rgb.height, s.frame->data, s.frame->linesize);
@@ -213,13 +216,13 @@ void Mp4Writer::add_frame(const Image8& rgb) {
 
 std::string Mp4Writer::finish() {
   State& s = *state_;
-  if (s.finished) fail(s.path, "finish called twice");
-  if (s.frames == 0) fail(s.path, "no frames to write");
+  if (s.finished) fail_video(s.path, "finish called twice");
+  if (s.frames == 0) fail_video(s.path, "no frames to write");
   s.encode(nullptr);
   const int rc = av_write_trailer(s.format);
-  if (rc < 0) fail(s.path, "writing the MP4 index", rc);
+  if (rc < 0) fail_video(s.path, "writing the MP4 index", rc);
   avio_flush(s.io);
-  if (s.io->error < 0) fail(s.path, "writing the MP4 file", s.io->error);
+  if (s.io->error < 0) fail_video(s.path, "writing the MP4 file", s.io->error);
   s.finished = true;
   return std::move(s.file.bytes);
 }
@@ -237,18 +240,18 @@ struct Reader {
   explicit Reader(const std::string& p) : path(p) {
     quiet_ffmpeg_logs();
     int rc = avformat_open_input(&format, path.c_str(), nullptr, nullptr);
-    if (rc < 0) fail(path, "not a readable video", rc);
+    if (rc < 0) fail_video(path, "not a readable video", rc);
     rc = avformat_find_stream_info(format, nullptr);
-    if (rc < 0) fail(path, "reading the stream information", rc);
+    if (rc < 0) fail_video(path, "reading the stream information", rc);
     const AVCodec* decoder = nullptr;
     stream = av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, &decoder, 0);
-    if (stream < 0 || !decoder) fail(path, "no decodable video stream", stream < 0 ? stream : 0);
+    if (stream < 0 || !decoder) fail_video(path, "no decodable video stream", stream < 0 ? stream : 0);
     codec.reset(avcodec_alloc_context3(decoder));
-    if (!codec) fail(path, "out of memory");
+    if (!codec) fail_video(path, "out of memory");
     rc = avcodec_parameters_to_context(codec.get(), format->streams[stream]->codecpar);
-    if (rc < 0) fail(path, "stream parameters", rc);
+    if (rc < 0) fail_video(path, "stream parameters", rc);
     rc = avcodec_open2(codec.get(), decoder, nullptr);
-    if (rc < 0) fail(path, "opening the decoder", rc);
+    if (rc < 0) fail_video(path, "opening the decoder", rc);
   }
   ~Reader() { avformat_close_input(&format); }
 
@@ -262,17 +265,17 @@ struct Reader {
       for (;;) {
         const int rc = avcodec_receive_frame(codec.get(), frame.get());
         if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return true;
-        if (rc < 0) fail(path, "decoding", rc);
+        if (rc < 0) fail_video(path, "decoding", rc);
         if (!fn(*frame)) return false;
       }
     };
     while (more) {
       const int rc = av_read_frame(format, packet.get());
       if (rc == AVERROR_EOF) break;
-      if (rc < 0) fail(path, "reading", rc);
+      if (rc < 0) fail_video(path, "reading", rc);
       if (packet->stream_index == stream) {
         const int sent = avcodec_send_packet(codec.get(), packet.get());
-        if (sent < 0) fail(path, "decoding", sent);
+        if (sent < 0) fail_video(path, "decoding", sent);
         more = drain();
       }
       av_packet_unref(packet.get());
@@ -286,7 +289,7 @@ struct Reader {
   Image8 to_rgb(const AVFrame& f) {
     scaler.reset(sws_getContext(f.width, f.height, AVPixelFormat(f.format), f.width, f.height, AV_PIX_FMT_RGB24,
                                 SWS_BICUBIC, nullptr, nullptr, nullptr));
-    if (!scaler) fail(path, "creating the converter to RGB");
+    if (!scaler) fail_video(path, "creating the converter to RGB");
     Image8 out;
     out.width = f.width;
     out.height = f.height;
@@ -327,7 +330,7 @@ Image8 read_video_frame(const std::string& path, int64_t index) {
     out = r.to_rgb(f);
     return false;
   });
-  if (out.pixels.empty()) fail(path, "frame " + std::to_string(index) + ": the video has only " + std::to_string(seen) + " frames");
+  if (out.pixels.empty()) fail_video(path, "frame " + std::to_string(index) + ": the video has only " + std::to_string(seen) + " frames");
   return out;
 }
 

@@ -3,18 +3,13 @@
 #include <charconv>
 #include <cmath>
 
+#include "io/json_input.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix::text {
 namespace {
 
 using json = nlohmann::json;
-
-std::string shown(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
 
 // Height first: "720x1280".
 std::string resolution(const Cosmos3PromptRequest& r) {
@@ -78,9 +73,9 @@ Cosmos3Texts cosmos3_texts(const Cosmos3PromptRequest& r, bool use_system_prompt
 
 Cosmos3PromptRequest cosmos3_request_from_json(const json& o, const std::string& label) {
   auto fail = [&](const std::string& field, const std::string& expected, const json& got) {
-    throw Error("prompt", label + ": " + field + ": expected " + expected + ", got " + shown(got));
+    throw Error("prompt", label + ": " + field + ": expected " + expected + ", got " + json_excerpt(got));
   };
-  if (!o.is_object()) throw Error("prompt", label + ": expected a JSON object, got " + shown(o));
+  if (!o.is_object()) throw Error("prompt", label + ": expected a JSON object, got " + json_excerpt(o));
   Cosmos3PromptRequest r;
   bool have_prompt = false;
   auto integer = [&](const std::string& key, const json& v) {

@@ -10,8 +10,6 @@ namespace {
 
 using json = nlohmann::json;
 
-const std::string kMaxIdText = std::to_string(kMaxTokenId);
-
 // SAX events go to nlohmann's own tree builder, except the value of
 // model.vocab and model.merges, which are captured (the tree gets null).
 class Capture {

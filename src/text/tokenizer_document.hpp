@@ -36,6 +36,7 @@ struct TokenizerDocument {
 // Token ids index an embedding table, so they are bounded well below the
 // int64 range (vocab_size = max id + 1 must not overflow).
 inline constexpr int64_t kMaxTokenId = (int64_t(1) << 31) - 1;
+inline const std::string kMaxIdText = std::to_string(kMaxTokenId);  // for messages
 
 // Checks the nesting depth first, as every JSON side file is read; throws
 // stepmix::Error("tokenizer", "<label>: not valid JSON: ...") on a syntax

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <nlohmann/json.hpp>
 
+#include "io/json_input.hpp"
 #include "stepmix/error.hpp"
 #include "text/byte_level.hpp"
 #include "text/tokenizer_document.hpp"
@@ -21,23 +22,14 @@ using json = nlohmann::json;
 
 [[noreturn]] void fail(const std::string& label, const std::string& what) { throw Error("tokenizer", label + ": " + what); }
 
-const std::string kMaxIdText = std::to_string(kMaxTokenId);
-
 bool is_token_id(const json& v) {
   if (v.is_number_unsigned()) return v.get<uint64_t>() <= uint64_t(kMaxTokenId);
   return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= kMaxTokenId;
 }
 
-// A short rendering of a value for messages.
-std::string shown(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
-
 std::string type_of(const json& n, const std::string& label, const std::string& field) {
   if (!n.is_object() || !n.contains("type") || !n["type"].is_string())
-    fail(label, field + ": expected an object with a \"type\", got " + shown(n));
+    fail(label, field + ": expected an object with a \"type\", got " + json_excerpt(n));
   return n["type"].get<std::string>();
 }
 
@@ -56,19 +48,19 @@ void require_flag(const json& n, const char* key, bool expected, const std::stri
                   const std::string& why) {
   if (!n.contains(key) || (n[key].is_null() && !expected)) return;
   if (!n[key].is_boolean() || n[key].get<bool>() != expected)
-    fail(label, field + "." + key + ": expected " + (expected ? "true" : "false") + ", got " + shown(n[key]) + " (" +
+    fail(label, field + "." + key + ": expected " + (expected ? "true" : "false") + ", got " + json_excerpt(n[key]) + " (" +
                     why + ")");
 }
 
 bool optional_bool(const json& n, const char* key, bool fallback, const std::string& label, const std::string& field) {
   if (!n.contains(key)) return fallback;
-  if (!n[key].is_boolean()) fail(label, field + "." + key + ": expected a boolean, got " + shown(n[key]));
+  if (!n[key].is_boolean()) fail(label, field + "." + key + ": expected a boolean, got " + json_excerpt(n[key]));
   return n[key].get<bool>();
 }
 
 void require_null(const json& n, const char* key, const std::string& label, const std::string& field, const std::string& why) {
   if (n.contains(key) && !n[key].is_null())
-    fail(label, (field.empty() ? "" : field + ".") + key + ": expected null, got " + shown(n[key]) + " (" + why + ")");
+    fail(label, (field.empty() ? "" : field + ".") + key + ": expected null, got " + json_excerpt(n[key]) + " (" + why + ")");
 }
 
 // ---- normalizer -------------------------------------------------------------
@@ -108,10 +100,10 @@ void read_split(const json& n, const std::string& label, const std::string& fiel
   if (!n.contains("pattern") || !n["pattern"].is_object()) fail(label, field + ".pattern: expected {\"Regex\": \"...\"}");
   const json& pattern = n["pattern"];
   if (pattern.size() != 1 || !pattern.contains("Regex") || !pattern["Regex"].is_string())
-    fail(label, field + ".pattern: expected {\"Regex\": \"...\"} (String patterns are not supported), got " + shown(pattern));
+    fail(label, field + ".pattern: expected {\"Regex\": \"...\"} (String patterns are not supported), got " + json_excerpt(pattern));
   const std::string behavior = n.contains("behavior") && n["behavior"].is_string() ? n["behavior"].get<std::string>() : "";
   if (behavior != "Isolated")
-    fail(label, field + ".behavior: expected \"Isolated\", got " + (n.contains("behavior") ? shown(n["behavior"]) : "nothing"));
+    fail(label, field + ".behavior: expected \"Isolated\", got " + (n.contains("behavior") ? json_excerpt(n["behavior"]) : "nothing"));
   require_flag(n, "invert", false, label, field, "inverted splits are not implemented");
   t.splits.push_back(std::make_unique<Regex>(pattern["Regex"].get<std::string>(), "tokenizer", label + ": " + field + ".pattern.Regex"));
 }
@@ -238,7 +230,7 @@ void read_bpe(const TokenizerDocument& d, const std::string& label, TokenizerImp
   require_null(model, "unk_token", label, "model", "a byte-level vocabulary covers every byte");
   for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(affix) && !model[affix].is_null() && model[affix] != "")
-      fail(label, std::string("model.") + affix + ": expected null or \"\", got " + shown(model[affix]) + " (not implemented)");
+      fail(label, std::string("model.") + affix + ": expected null or \"\", got " + json_excerpt(model[affix]) + " (not implemented)");
   optional_bool(model, "fuse_unk", false, label, "model");  // no effect without an unk token
   require_flag(model, "byte_fallback", false, label, "model", "byte fallback is not implemented");
   require_flag(model, "ignore_merges", false, label, "model", "ignore_merges is not implemented");
@@ -293,7 +285,7 @@ void read_added_tokens(const json& doc, const std::string& label, TokenizerImpl&
     if (!a.is_object()) fail(label, field + ": expected an object");
     only_keys(a, {"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"}, label, field);
     if (!a.contains("id") || !is_token_id(a["id"]))
-      fail(label, field + ".id: expected an integer in [0, " + kMaxIdText + "], got " + (a.contains("id") ? shown(a["id"]) : "nothing"));
+      fail(label, field + ".id: expected an integer in [0, " + kMaxIdText + "], got " + (a.contains("id") ? json_excerpt(a["id"]) : "nothing"));
     if (!a.contains("content") || !a["content"].is_string() || a["content"].get<std::string>().empty())
       fail(label, field + ".content: expected a non-empty string");
     AddedToken tok;

@@ -13,8 +13,6 @@ Frame channel_slice(const Frame& x, int64_t c0, int64_t c) {
   return y;
 }
 
-std::size_t f32_frame_bytes(int64_t h, int64_t w, int64_t c) { return std::size_t(h * w * c) * sizeof(float); }
-
 }  // namespace
 
 Decoder Decoder::load(WeightLoader& weights, const VaeConfig& config) {

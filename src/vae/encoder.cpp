@@ -3,11 +3,6 @@
 #include <algorithm>
 
 namespace stepmix::vae {
-namespace {
-
-std::size_t f32_frame_bytes(int64_t h, int64_t w, int64_t c) { return std::size_t(h * w * c) * sizeof(float); }
-
-}  // namespace
 
 Encoder Encoder::load(WeightLoader& weights, const VaeConfig& config) {
   Encoder e;

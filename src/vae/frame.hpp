@@ -13,6 +13,9 @@ namespace stepmix::vae {
 
 using kernels::FrameElement;
 
+// Bytes of one float32 frame [h][w][c] (the memory estimates count in them).
+inline std::size_t f32_frame_bytes(int64_t h, int64_t w, int64_t c) { return std::size_t(h * w * c) * sizeof(float); }
+
 struct Frame {
   int64_t h = 0, w = 0, c = 0;
   FrameElement type = FrameElement::F32;

@@ -55,7 +55,7 @@ const Geometry kGeometries[] = {
     {"wide_row_many_positions", 48, 80, 3, 3, 3, 2, 40, 2, 40, 1, 1, 1, 1, 1, 1, false, false},
 };
 
-struct Problem {
+struct ConvProblem {
   Geometry g;
   bool bf16;
   std::vector<float> weights, bias;
@@ -66,7 +66,7 @@ struct Problem {
   std::vector<std::vector<float>> residual;
   std::vector<const float*> residual_frames;
 
-  Problem(const Geometry& geometry, bool bf16_arithmetic, uint32_t seed) : g(geometry), bf16(bf16_arithmetic) {
+  ConvProblem(const Geometry& geometry, bool bf16_arithmetic, uint32_t seed) : g(geometry), bf16(bf16_arithmetic) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     weights.resize(std::size_t(g.c_out * g.c_in * g.kt * g.kh * g.kw));
@@ -163,7 +163,7 @@ struct Problem {
 // against the exact definition with that bound (`other` null), or against
 // another variant's result with twice it (two orders of the same exact
 // products); a bf16 output adds half a bf16 step per side.
-void expect_within_rounding(const Problem& p, const std::vector<uint8_t>& got, const std::vector<uint8_t>* other) {
+void expect_within_rounding(const ConvProblem& p, const std::vector<uint8_t>& got, const std::vector<uint8_t>* other) {
   const Geometry& g = p.g;
   const int sides = other ? 2 : 1;
   for (int64_t i = 0; i < g.frames_out * g.h_out * g.w_out * g.c_out; ++i) {
@@ -220,7 +220,7 @@ TEST(ConvReference, MatchesTheDefinition) {
   for (bool bf16 : {false, true})
     for (const Geometry& g : kGeometries) {
       if (bf16 && g.c_in % 2) continue;
-      const Problem p(g, bf16, 7);
+      const ConvProblem p(g, bf16, 7);
       expect_within_rounding(p, p.run(ref::conv3d), nullptr);
     }
 }
@@ -252,7 +252,7 @@ TEST(ConvVariants, EveryVariantMatchesTheReferenceOnEveryGeometry) {
       if (bf16) geometries.insert(geometries.end(), std::begin(kAmxGeometries), std::end(kAmxGeometries));
       for (const Geometry& g : geometries) {
         if (bf16 && g.c_in % 2) continue;
-        const Problem p(g, bf16, 11);
+        const ConvProblem p(g, bf16, 11);
         const std::vector<uint8_t> got = p.run(variant.convolution.conv3d), want = p.run(ref::conv3d);
         if (!bf16) {
           EXPECT_EQ(got, want) << g.name << ": F32 must be bit-identical";
@@ -267,7 +267,7 @@ TEST(ConvVariants, EveryVariantMatchesTheReferenceOnEveryGeometry) {
 TEST(ConvAmx, TakesEveryAmxGeometryWhereTheCpuHasAmx) {
   if (!cpu_features().can_run_amx_bf16()) GTEST_SKIP() << "no AMX-BF16 on this CPU";
   for (const Geometry& g : kAmxGeometries) {
-    const Problem p(g, true, 13);
+    const ConvProblem p(g, true, 13);
     Conv3dArgs probe;
     probe.weights = &p.packed;
     EXPECT_TRUE(amx::conv3d_applies(probe)) << g.name << ": AMX refused (Linux tile permission?)";
@@ -276,7 +276,7 @@ TEST(ConvAmx, TakesEveryAmxGeometryWhereTheCpuHasAmx) {
 
 TEST(ConvAvx512, OneThreadAndThePoolGiveTheSameBits) {
   if (!avx512_available()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
-  const Problem p(kGeometries[9], false, 5);
+  const ConvProblem p(kGeometries[9], false, 5);
   const std::vector<uint8_t> pooled = p.run(avx512::conv3d);
   // Inside a task of another pool the global pool's parallel_for runs inline,
   // i.e. the whole convolution on one thread.
@@ -290,7 +290,7 @@ TEST(ConvAvx512, OneThreadAndThePoolGiveTheSameBits) {
 
 TEST(ConvKernels, ZeroFramesAndPaddingAreNotComputed) {
   Geometry g = kGeometries[0];  // causal 3×3×3, two zero frames, 5×7
-  const Problem p(g, false, 3);
+  const ConvProblem p(g, false, 3);
   Conv3dArgs a;
   a.weights = &p.packed;
   a.h_in = a.h_out = g.h_in;
@@ -303,7 +303,7 @@ TEST(ConvKernels, ZeroFramesAndPaddingAreNotComputed) {
 }
 
 TEST(ConvKernels, ArgumentsThatDoNotFitAreRefused) {
-  const Problem p(kGeometries[1], true, 1);
+  const ConvProblem p(kGeometries[1], true, 1);
   std::vector<float> y(std::size_t(4 * 17 * 70));
   void* out = y.data();
   Conv3dArgs a;

@@ -12,12 +12,7 @@ namespace {
 
 using test::make_fp8_linear;
 using test::random_activations;
-
-std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
-  std::vector<uint16_t> h(x.size());
-  for (size_t i = 0; i < x.size(); ++i) h[i] = float_to_bf16_rne(x[i]);
-  return h;
-}
+using test::to_bf16;
 
 struct Shape { int64_t M, N, K; };
 const Shape kShapes[] = {{1, 7, 16}, {3, 33, 48}, {17, 64, 200}, {64, 1, 37}, {40, 130, 530}};

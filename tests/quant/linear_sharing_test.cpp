@@ -16,14 +16,9 @@ namespace {
 using test::make_dense_linear;
 using test::make_fp8_linear;
 using test::random_activations;
+using test::to_bf16;
 
 constexpr int64_t kM = 37, kK = 70;  // ragged on purpose
-
-std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
-  std::vector<uint16_t> out(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) out[i] = float_to_bf16_rne(x[i]);
-  return out;
-}
 
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {

@@ -32,6 +32,13 @@ inline TensorView make_view(const std::string& name, DType dtype, std::vector<in
   return v;
 }
 
+// x rounded to bf16 (RNE), as the BF16-activation calls take it.
+inline std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
+  std::vector<uint16_t> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = float_to_bf16_rne(x[i]);
+  return out;
+}
+
 template <class T>
 std::vector<std::byte> to_bytes(const std::vector<T>& v) {
   std::vector<std::byte> b(v.size() * sizeof(T));
