@@ -188,12 +188,17 @@ void run_unit(const Plan& p, int64_t block_begin, int64_t m_begin, int64_t m_end
   thread_local AlignedScratch panel_scratch;
   float* panel = panel_scratch.get<float>(std::size_t(p.panel_blocks * g.K * 16));
   for (int64_t b = block_begin; b < block_end; ++b) pack_block(p, b, panel + (b - block_begin) * g.K * 16);
-  for (int64_t m = m_begin; m < m_end; m += kMR) {
-    const int mr = int(std::min<int64_t>(kMR, m_end - m));
+  // Rows in groups of as equal size as kMR allows (98 rows: 7 × 8 + 6 × 7,
+  // not 12 × 8 + 2): a group of few rows loads nearly as much per product as
+  // it multiplies. Each output's sum is the same whatever its group.
+  const int64_t rows = m_end - m_begin, groups = (rows + kMR - 1) / kMR;
+  for (int64_t group = 0, m = m_begin; group < groups; ++group) {
+    const int mr = int(rows / groups + (group < rows % groups ? 1 : 0));
     for (int64_t b = block_begin; b < block_end; b += kNV) {
       const int nv = int(std::min<int64_t>(kNV, block_end - b));
       kKernels[std::size_t((mr - 1) * kNV + (nv - 1))](g, m, b, panel + (b - block_begin) * g.K * 16);
     }
+    m += mr;
   }
 }
 
