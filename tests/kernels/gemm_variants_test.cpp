@@ -211,6 +211,42 @@ TEST(GemmVariants, Avx512F32RowAndColumnLayoutsAreBitIdentical) {
   }
 }
 
+// The FP32 columns layout packs FP8 weights by transposing the codes before
+// decoding them, with a cheaper conversion for groups of 64 codes that hold no
+// NaN. Every code (subnormals, ±448, both NaNs) in every position of those
+// groups, weight scales whose products are subnormal or near the top of the
+// float range, and blocks with and without NaN codes: bit for bit the rows
+// layout, and within the bound of "ref" where the outputs are finite.
+TEST(GemmVariants, Avx512F32ColumnsDecodeEveryFp8Code) {
+  if (!kernel_variant("avx512").linear.supported()) GTEST_SKIP() << "avx512 does not run on this CPU";
+  for (const auto& [N, K] : {std::array<int64_t, 2>{33, 200}, {48, 64}, {17, 1}}) {
+    for (const bool with_nan : {true, false}) {
+      Problem p(9, N, K, uint32_t(N + K));
+      for (int64_t i = 0; i < N * K; ++i) {
+        uint8_t code = uint8_t((i * 37 + i / 256) % 256);
+        // Without NaN: 0x7F/0xFF become ±448; with: the first 16 rows keep theirs, the rest hold none.
+        if ((code & 0x7F) == 0x7F && (!with_nan || i / K >= 16)) code = uint8_t(code - 1);
+        p.w.codes[size_t(i)] = code;
+      }
+      for (const float scale : {0.0173f, 1.0e-36f, 3.0e35f}) {
+        p.w.weight_scale = scale;
+        for (const WeightOperand w : {WeightOperand::E4M3, WeightOperand::E4M3TimesScaleF32}) {
+          const GemmCombo c{GemmArithmetic::F32, ActivationOperand::F32, w};
+          std::vector<float> rows(size_t(p.M * N), -1.0f), columns(size_t(p.M * N), -2.0f);
+          avx512::gemm_rows(p.args(c, OutputType::F32, BiasType::None, 1.0f, rows.data()));
+          avx512::gemm_columns_f32(p.args(c, OutputType::F32, BiasType::None, 1.0f, columns.data()));
+          EXPECT_EQ(0, std::memcmp(rows.data(), columns.data(), rows.size() * sizeof(float)))
+              << combo_name(c) << " N=" << N << " K=" << K << " scale " << scale << " NaN codes " << with_nan;
+          if (!with_nan && scale < 1.0f) {
+            expect_matches_reference(kernel_variant("avx512"), p, c, OutputType::F32, BiasType::None, 1.0f,
+                                     combo_name(c) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
+          }
+        }
+      }
+    }
+  }
+}
+
 // A row of y does not depend on the other rows of the call: rows [m0, m1) of
 // one GEMM over M rows equal, bit for bit, a GEMM over those rows alone, for
 // every variant and operand combination. This is what makes a batched forward

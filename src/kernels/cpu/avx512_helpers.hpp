@@ -202,11 +202,16 @@ __attribute__((target("avx512vbmi"))) inline int64_t convert_e4m3_to_bf16_vbmi(c
 // float32(decode(code) · scale) for 16 codes, exact to the scalar product.
 // Via F16: (code & 0x7F) << 7 is an F16 whose value is decode(code) · 2^-8
 // (subnormals included), so one multiply by scale · 2^8 rounds the same real
-// number the scalar product rounds. NaN codes (0x7F/0xFF) are patched.
-inline __m512 e4m3_to_f32_scaled(__m128i codes, __m512 scale_times_256) {
+// number the scalar product rounds. NaN codes (0x7F/0xFF) are patched by
+// e4m3_to_f32_scaled; the _finite form is for codes known to hold none.
+inline __m512 e4m3_to_f32_scaled_finite(__m128i codes, __m512 scale_times_256) {
   __m256i words = _mm256_cvtepi8_epi16(codes);  // sign-extend: bit 15 = sign
   words = _mm256_and_si256(_mm256_slli_epi16(words, 7), _mm256_set1_epi16(int16_t(0xBFFF)));
-  __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(words), scale_times_256);
+  return _mm512_mul_ps(_mm512_cvtph_ps(words), scale_times_256);
+}
+
+inline __m512 e4m3_to_f32_scaled(__m128i codes, __m512 scale_times_256) {
+  const __m512 v = e4m3_to_f32_scaled_finite(codes, scale_times_256);
   const __mmask16 is_nan =
       _mm_cmpeq_epi8_mask(_mm_and_si128(codes, _mm_set1_epi8(0x7F)), _mm_set1_epi8(0x7F));
   return _mm512_mask_mov_ps(v, is_nan, _mm512_set1_ps(__builtin_nanf("")));
