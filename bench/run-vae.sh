@@ -15,9 +15,12 @@
 # high, so the run stays short) of 1, 2 and 3 latent frames, to show that
 # memory stops growing once the causal histories are full.
 #
-# usage: bench/run-vae.sh [--rounds R] [--no-bf16] [--summarize SAMPLES]
+# usage: bench/run-vae.sh [--rounds R] [--no-bf16] [--no-f32] [--cases "image-512 video-256"] [--summarize SAMPLES]
 #   --rounds     alternate stepmix and peer R times per case (default 1)
 #   --no-bf16    float32 only
+#   --no-f32     bf16 only
+#   --cases      only these timing cases, no memory cases; results go to
+#                bench/results/vae-partial.json (+ vae-partial-samples.jsonl)
 #   --summarize  no runs: rebuild the table and JSON from a samples file
 # Writes bench/results/vae.json (+ raw samples bench/results/vae-samples.jsonl).
 # Not a test: on a shared machine the numbers move with the neighbours' load
@@ -30,18 +33,24 @@ data="$build/vae-data"
 threads=2
 rounds=1
 bf16=1
+f32=1
+only=""
 summarize=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --no-bf16) bf16=0; shift ;;
+    --no-f32) f32=0; shift ;;
+    --cases) only="$2"; shift 2 ;;
     --summarize) summarize="$2"; shift 2 ;;
-    *) echo "usage: $0 [--rounds R] [--no-bf16] [--summarize SAMPLES]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--rounds R] [--no-bf16] [--no-f32] [--cases NAMES] [--summarize SAMPLES]" >&2; exit 2 ;;
   esac
 done
 
 mkdir -p "$here/results"
-samples="$here/results/vae-samples.jsonl"
+result_name=vae
+[[ -n "$only" ]] && result_name=vae-partial
+samples="$here/results/$result_name-samples.jsonl"
 peer="/usr/bin/python3 $here/peer_vae.py"
 if [[ -n "$summarize" ]]; then
   [[ "$(realpath "$summarize")" == "$(realpath -m "$samples")" ]] || cp "$summarize" "$samples"
@@ -71,8 +80,9 @@ else
       tee -a "$samples" >&2
   done
   for ((round = 1; round <= rounds; ++round)); do
-    for name in image-512 video-256; do
-      modes=(f32)
+    for name in ${only:-image-512 video-256}; do
+      modes=()
+      ((f32)) && modes+=(f32)
       ((bf16)) && modes+=(bf16)
       for mode in "${modes[@]}"; do
         echo "$name, $mode, round $round: stepmix" >&2
@@ -84,13 +94,13 @@ else
       done
     done
   done
-  for t in 1 2 3; do
+  [[ -n "$only" ]] || for t in 1 2 3; do
     echo "rss-720w-t$t: stepmix" >&2
     "$bench" --vae "$model" --latent "$data/rss-720w-t$t.safetensors" | tag "rss-720w-t$t" stepmix
   done
 fi
 
-/usr/bin/python3 - "$samples" "$here/results/vae.json" <<'PY'
+/usr/bin/python3 - "$samples" "$here/results/$result_name.json" <<'PY'
 import collections, json, statistics, sys, time
 
 samples_path, out_path = sys.argv[1:]

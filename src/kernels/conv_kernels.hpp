@@ -19,10 +19,12 @@
 //   F32:  float32 frames and weights, float32 products and sums.
 //   BF16: bf16 frames and weights (the weights rounded once when packed),
 //         exact products, float32 sums (vdpbf16ps).
-// Summation order, every variant: taps in (a, b, c) order, then input
-// channels ascending; the epilogue adds the bias, then the residual (two
-// roundings), then converts to the output type. Results do not depend on the
-// thread count.
+// Summation order: taps in (a, b, c) order, then input channels ascending
+// (the reference and AVX-512; the AMX tiles run tap columns inside 256-channel
+// chunks, and sum 32 products per tile multiply in the hardware's order, so
+// they differ by float32 rounding); the epilogue adds the bias, then the
+// residual (two roundings), then converts to the output type. Results do not
+// depend on the thread count.
 //
 // Weights are packed once (pack_conv_weights) into one layout that every CPU
 // variant reads: output channels in blocks of up to kConvBlock, the last

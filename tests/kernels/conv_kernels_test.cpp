@@ -11,6 +11,10 @@
 // one thread and many. BF16 results are within the bound of two float32
 // summation orders (the reference adds the odd channel of each pair first,
 // as vdpbf16ps is documented to; on the Xeon measured they were identical).
+// The AMX variant (BF16, c_in a multiple of 32, among them 288 channels:
+// a full 256-channel chunk and a partial one) sums tap columns inside channel
+// chunks and 32 products per tile multiply in the hardware's order: within
+// the same bound, and bit-identical across thread counts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -235,6 +239,8 @@ const Geometry kAmxGeometries[] = {
     {"amx_stride2_pad_after", 32, 32, 1, 3, 3, 8, 12, 4, 6, 2, 0, 0, 1, 1, 0, true, false},
     {"amx_pointwise", 96, 144, 1, 1, 1, 3, 5, 3, 5, 1, 0, 0, 1, 1, 0, true, true},
     {"amx_wide_row", 64, 128, 3, 3, 3, 2, 40, 2, 40, 1, 1, 1, 1, 1, 1, false, false},
+    // 288 channels: a full 256-channel chunk and a 32-channel one.
+    {"amx_channel_chunks", 288, 16, 3, 3, 3, 2, 17, 2, 17, 1, 1, 1, 1, 1, 1, true, false},
 };
 
 // Every variant of the registry's convolution family that runs here, on
@@ -274,18 +280,27 @@ TEST(ConvAmx, TakesEveryAmxGeometryWhereTheCpuHasAmx) {
   }
 }
 
-TEST(ConvAvx512, OneThreadAndThePoolGiveTheSameBits) {
-  if (!avx512_available()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
-  const ConvProblem p(kGeometries[9], false, 5);
-  const std::vector<uint8_t> pooled = p.run(avx512::conv3d);
-  // Inside a task of another pool the global pool's parallel_for runs inline,
-  // i.e. the whole convolution on one thread.
+// `conv` on the global pool and on one thread give the same bytes. Inside a
+// task of another pool the global pool's parallel_for runs inline, i.e. the
+// whole convolution on one thread.
+void expect_same_bits_on_one_thread(const ConvProblem& p, Conv3dFunction conv) {
+  const std::vector<uint8_t> pooled = p.run(conv);
   std::vector<uint8_t> single;
   ThreadPool outer(2);
   outer.parallel_for(2, [&](int64_t task) {
-    if (task == 0) single = p.run(avx512::conv3d);
+    if (task == 0) single = p.run(conv);
   });
   EXPECT_EQ(single, pooled);
+}
+
+TEST(ConvAvx512, OneThreadAndThePoolGiveTheSameBits) {
+  if (!avx512_available()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  expect_same_bits_on_one_thread(ConvProblem(kGeometries[9], false, 5), avx512::conv3d);
+}
+
+TEST(ConvAmx, OneThreadAndThePoolGiveTheSameBits) {
+  if (!cpu_features().can_run_amx_bf16()) GTEST_SKIP() << "no AMX-BF16 on this CPU";
+  expect_same_bits_on_one_thread(ConvProblem(kAmxGeometries[6], true, 5), amx::conv3d);
 }
 
 TEST(ConvKernels, ZeroFramesAndPaddingAreNotComputed) {
