@@ -211,6 +211,10 @@ DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Schedul
   // conditioned-frame pass yet: refused rather than sampled unconditioned.
   if (!setup.conditioned.empty())
     throw Error("generate", "image-to-video (conditioned latent frames) runs on the CPU only; use --device cpu");
+  // The scheduler update runs on the device too: a configuration only the
+  // host can step is refused here, before the first forward.
+  if (const auto reason = scheduler.host_only_reason())
+    throw Error("generate", "the scheduler cannot step a latent on the device: " + *reason + "; use --device cpu");
   const std::size_t numel = setup.numel, bytes = numel * sizeof(float);
   const int64_t n = int64_t(numel);
   const int N = setup.N;

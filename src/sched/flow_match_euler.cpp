@@ -91,13 +91,17 @@ void FlowMatchEulerDiscreteScheduler::step(std::span<const float> model_output, 
   ++step_index_;
 }
 
+std::optional<std::string> FlowMatchEulerDiscreteScheduler::host_only_reason() const {
+  if (options_.stochastic_sampling)
+    return "FlowMatchEuler: stochastic sampling runs on the host only (its noise is drawn there)";
+  if (options_.precision != Precision::fp32)
+    return "FlowMatchEuler: the bf16 emulation runs on the host only (a latent in backend memory is fp32)";
+  return std::nullopt;
+}
+
 LatentStep FlowMatchEulerDiscreteScheduler::begin_latent_step(double timestep, std::size_t n) {
   check_step_args(n, timestep, n);
-  if (options_.stochastic_sampling)
-    throw Error("scheduler", "FlowMatchEuler: stochastic sampling runs on the host only (its noise is drawn there)");
-  if (options_.precision != Precision::fp32)
-    throw Error("scheduler",
-                "FlowMatchEuler: the bf16 emulation runs on the host only (a latent in backend memory is fp32)");
+  if (const auto reason = host_only_reason()) throw Error("scheduler", *reason);
   LatentStep step;
   step.kind = LatentStep::Kind::Euler;
   step.euler_dt = sigmas_[std::size_t(step_index_) + 1] - sigmas_[std::size_t(step_index_)];

@@ -35,6 +35,7 @@ class FlowMatchEulerDiscreteScheduler final : public Scheduler {
   using Scheduler::step;
   void step(std::span<const float> model_output, double timestep, std::span<float> sample) override;
   LatentStep begin_latent_step(double timestep, std::size_t n) override;
+  std::optional<std::string> host_only_reason() const override;
 
   void set_noise_source(NoiseSource source) override { noise_ = std::move(source); }
   const FlowMatchEulerOptions& options() const { return options_; }

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -82,6 +83,12 @@ class Scheduler {
   // sampling) throws stepmix::Error. Diagnostics that read the host history
   // (UniPC's last_x0) are not kept.
   virtual LatentStep begin_latent_step(double timestep, std::size_t n) = 0;
+
+  // Why begin_latent_step would refuse this configuration ("FlowMatchEuler:
+  // stochastic sampling runs on the host only ..."), or nullopt when a latent
+  // held elsewhere can be stepped: a device loop asks before its first
+  // forward, so an unsupported run fails before any work.
+  virtual std::optional<std::string> host_only_reason() const = 0;
 
  protected:
   // Shared argument checks for step(); throws stepmix::Error("scheduler", ...).

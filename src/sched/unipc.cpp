@@ -152,10 +152,15 @@ void UniPCMultistepScheduler::step(std::span<const float> model_output, double t
     step_impl<detail::RoundF32>(model_output, sample);
 }
 
+std::optional<std::string> UniPCMultistepScheduler::host_only_reason() const {
+  if (options_.precision != Precision::fp32)
+    return "UniPC: the bf16 emulation runs on the host only (a latent in backend memory is fp32)";
+  return std::nullopt;
+}
+
 LatentStep UniPCMultistepScheduler::begin_latent_step(double timestep, std::size_t n) {
   check_step_args(n, timestep, n);
-  if (options_.precision != Precision::fp32)
-    throw Error("scheduler", "UniPC: the bf16 emulation runs on the host only (a latent in backend memory is fp32)");
+  if (const auto reason = host_only_reason()) throw Error("scheduler", *reason);
   int order = 0;
   LatentStep step;
   step.kind = LatentStep::Kind::UniPC;

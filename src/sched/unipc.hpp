@@ -39,6 +39,7 @@ class UniPCMultistepScheduler final : public Scheduler {
   using Scheduler::step;
   void step(std::span<const float> model_output, double timestep, std::span<float> sample) override;
   LatentStep begin_latent_step(double timestep, std::size_t n) override;
+  std::optional<std::string> host_only_reason() const override;
 
   const UniPCOptions& options() const { return options_; }
   // The same timesteps as timesteps(), as the integers the model receives.

@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "common/error_of.hpp"
 #include "pipeline/trajectory_run.hpp"
 #include "sched/flow_match_euler.hpp"
 #include "sched/unipc.hpp"
@@ -110,11 +111,29 @@ TEST(DenoiseOnBackend, CopiesOnlyWhatTheObserverWants) {
   EXPECT_EQ(everything.values, 6 * 4 * n);
 }
 
-TEST(DenoiseOnBackend, RefusesAHostOnlySchedulerPath) {
+// Counts the transformer passes the loop starts.
+class CountingPasses : public DenoiseObserver {
+ public:
+  void on_pass(int, CfgPass) override { ++passes; }
+  int passes = 0;
+};
+
+TEST(DenoiseOnBackend, RefusesAHostOnlySchedulerPathBeforeTheFirstForward) {
   sched::UniPCOptions o;
   o.precision = sched::Precision::bf16_emulation;
   sched::UniPCMultistepScheduler emulated(o);
-  EXPECT_THROW(run_loop(true, emulated, 3.0, nullptr), Error);
+  CountingPasses seen;
+  std::string message = error_of([&] { run_loop(true, emulated, 3.0, &seen); });
+  EXPECT_NE(message.find("bf16 emulation runs on the host only"), std::string::npos) << message;
+  EXPECT_NE(message.find("use --device cpu"), std::string::npos) << message;
+  EXPECT_EQ(seen.passes, 0);
+
+  sched::FlowMatchEulerOptions e;
+  e.stochastic_sampling = true;
+  sched::FlowMatchEulerDiscreteScheduler stochastic(e);
+  message = error_of([&] { run_loop(true, stochastic, 3.0, &seen); });
+  EXPECT_NE(message.find("stochastic sampling runs on the host only"), std::string::npos) << message;
+  EXPECT_EQ(seen.passes, 0);
 }
 
 }  // namespace

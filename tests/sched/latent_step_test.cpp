@@ -10,12 +10,15 @@
 #include <random>
 #include <vector>
 
+#include "common/error_of.hpp"
 #include "sched/flow_match_euler.hpp"
 #include "sched/unipc.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix::sched {
 namespace {
+
+using stepmix::test::error_of;
 
 std::vector<float> normals(std::size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -100,6 +103,7 @@ TEST(LatentStep, ChecksItsArgumentsAsStepDoesAndRefusesTheHostOnlyPaths) {
   s.set_timesteps(2);
   EXPECT_THROW(s.begin_latent_step(s.timesteps()[1], 8), Error);  // the wrong timestep
   EXPECT_THROW(s.begin_latent_step(s.timesteps()[0], 0), Error);  // an empty latent
+  EXPECT_EQ(s.host_only_reason(), std::nullopt);
   s.begin_latent_step(s.timesteps()[0], 8);
   EXPECT_THROW(s.begin_latent_step(s.timesteps()[1], 9), Error);  // the size changed within the run
 
@@ -107,12 +111,20 @@ TEST(LatentStep, ChecksItsArgumentsAsStepDoesAndRefusesTheHostOnlyPaths) {
   UniPCMultistepScheduler emulated(o);
   emulated.set_timesteps(2);
   EXPECT_THROW(emulated.begin_latent_step(emulated.timesteps()[0], 8), Error);
+  // The reason a device loop reads before its first forward is the message.
+  ASSERT_TRUE(emulated.host_only_reason().has_value());
+  EXPECT_NE(error_of([&] { emulated.begin_latent_step(emulated.timesteps()[0], 8); }).find(*emulated.host_only_reason()),
+            std::string::npos);
 
   FlowMatchEulerOptions e;
   e.stochastic_sampling = true;
   FlowMatchEulerDiscreteScheduler stochastic(e);
   stochastic.set_timesteps(2);
   EXPECT_THROW(stochastic.begin_latent_step(stochastic.timesteps()[0], 8), Error);
+  ASSERT_TRUE(stochastic.host_only_reason().has_value());
+  EXPECT_NE(stochastic.host_only_reason()->find("stochastic sampling"), std::string::npos);
+  FlowMatchEulerDiscreteScheduler deterministic{FlowMatchEulerOptions{}};
+  EXPECT_EQ(deterministic.host_only_reason(), std::nullopt);
 }
 
 }  // namespace
