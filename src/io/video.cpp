@@ -20,9 +20,7 @@ extern "C" {
 namespace stepmix {
 namespace fs = std::filesystem;
 
-// A named namespace, not an anonymous one: Mp4Writer::State (external
-// linkage) holds the owning pointers defined here.
-namespace video_detail {
+namespace {
 
 std::string av_error(int code) {
   char text[AV_ERROR_MAX_STRING_SIZE] = {};
@@ -40,6 +38,12 @@ void quiet_ffmpeg_logs() {
   static std::once_flag once;
   std::call_once(once, [] { av_log_set_level(AV_LOG_QUIET); });
 }
+
+}  // namespace
+
+// The owning pointers are in a named namespace, not an anonymous one:
+// Mp4Writer::State (external linkage) holds them.
+namespace video_detail {
 
 struct FreeFrame {
   void operator()(AVFrame* f) const { av_frame_free(&f); }
@@ -59,7 +63,10 @@ using CodecPtr = std::unique_ptr<AVCodecContext, FreeCodec>;
 using ScalerPtr = std::unique_ptr<SwsContext, FreeScaler>;
 
 }  // namespace video_detail
-using namespace video_detail;
+using video_detail::CodecPtr;
+using video_detail::FramePtr;
+using video_detail::PacketPtr;
+using video_detail::ScalerPtr;
 
 // ---------------------------------------------------------------- writer
 // The MP4 file grows in memory: the muxer seeks back to patch sizes, which
