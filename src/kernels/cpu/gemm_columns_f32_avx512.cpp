@@ -44,7 +44,8 @@ struct Plan {
 };
 
 // W[n][k0 .. k0+16) as float32 (zero past K or for n >= N), converted as
-// the rows layout converts it.
+// the rows layout converts it. E4M3 and E4M3TimesScaleF32 weights never come
+// here: pack_block_e4m3 transposes and decodes their codes itself.
 __m512 load_w_row(const Plan& p, int64_t n, int64_t k0) {
   const GemmArgs& g = *p.args;
   if (n >= g.N) return _mm512_setzero_ps();
@@ -56,12 +57,8 @@ __m512 load_w_row(const Plan& p, int64_t n, int64_t k0) {
     case WeightOperand::BF16:
       return bf16_to_f32(_mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(g.w) + at));
     case WeightOperand::E4M3:
-    case WeightOperand::E4M3TimesScaleF32: {
-      const float scale = g.w_type == WeightOperand::E4M3 ? 256.0f : g.weight_scale * 256.0f;
-      return _mm512_maskz_mov_ps(
-          mask, e4m3_to_f32_scaled(_mm_maskz_loadu_epi8(mask, static_cast<const uint8_t*>(g.w) + at),
-                                   _mm512_set1_ps(scale)));
-    }
+    case WeightOperand::E4M3TimesScaleF32:
+      break;  // packed by pack_block_e4m3
     case WeightOperand::E4M3TimesScaleBF16: {
       const __m512i words =
           p.weight_table.convert(_mm256_maskz_loadu_epi8(mask, static_cast<const uint8_t*>(g.w) + at));
