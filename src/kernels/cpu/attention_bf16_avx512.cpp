@@ -105,23 +105,6 @@ inline __m128 reduce4_add(const __m512 v[4]) {
   return _mm_add_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
 }
 
-// 2^x for finite x <= 0 (the softmax's shifted scores): x = n + r with n an
-// integer and |r| <= 1/2, 2^r by a degree-5 polynomial (relative error below
-// 2e-7, far under the bf16 rounding of the weights), scaled by 2^n. Inputs
-// below -127 give ~0 (the clamp keeps -inf from NaN).
-inline __m512 exp2_nonpositive(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-127.0f));
-  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_sub_ps(x, n);
-  __m512 p = _mm512_set1_ps(1.3264698209241033e-3f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(9.671509265899658e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.550733953714371e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(2.4022242426872253e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(6.931470036506653e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
 // State of one task's queries (qi = row offset · G + head in group), padded
 // to whole groups of 4: padding queries repeat the last real one and are
 // never written out. Maxima are of the raw scores q·k (the scale is applied
@@ -173,29 +156,23 @@ __attribute__((noinline)) void score_softmax_group(const uint32_t* kb, const uin
   const __m128 unchanged = _mm_cmpeq_ps(old_max, new_max);
   const __m128 difference = _mm_andnot_ps(unchanged, _mm_sub_ps(old_max, new_max));
   const __m128 correction = _mm512_castps512_ps128(
-      exp2_nonpositive(_mm512_mul_ps(_mm512_zextps128_ps512(difference), _mm512_set1_ps(c))));
+      simd::exp2_nonpositive(_mm512_mul_ps(_mm512_zextps128_ps512(difference), _mm512_set1_ps(c))));
   alignas(16) float shift_of[kGroup];
   _mm_store_ps(shift_of, _mm_mul_ps(new_max, _mm_set1_ps(c)));
 
   const __m512 factor = _mm512_set1_ps(c);
-  const __m512i high_halves = _mm512_set1_epi32(int32_t(0xFFFF0000u));
   __m512 sums[kGroup];
   for (int g = 0; g < kGroup; ++g) {
     uint32_t* weights = s.weights.data() + (group + g) * kPairs;
     const __m512 shift = _mm512_set1_ps(shift_of[g]);
     sums[g] = _mm512_setzero_ps();
     for (int i = 0; i < 4; i += 2) {
-      const __m512 w0 = _mm512_maskz_mov_ps(lanes[g][i], exp2_nonpositive(_mm512_fmsub_ps(acc[g][i], factor, shift)));
+      const __m512 w0 =
+          _mm512_maskz_mov_ps(lanes[g][i], simd::exp2_nonpositive(_mm512_fmsub_ps(acc[g][i], factor, shift)));
       const __m512 w1 =
-          _mm512_maskz_mov_ps(lanes[g][i + 1], exp2_nonpositive(_mm512_fmsub_ps(acc[g][i + 1], factor, shift)));
-      // Keys 16i .. 16i + 31 as 16 bf16 pairs (key 2j, key 2j + 1), the layout the value product reads.
-      const __m512i rounded = (__m512i)_mm512_cvtne2ps_pbh(w1, w0);
-      _mm512_storeu_si512(weights + 8 * i, rounded);
-      // The normaliser sums the rounded weights the value product uses, so
-      // the output stays a weighted mean of the values: a pair's odd key is
-      // its high half, its even key the low half shifted up.
-      sums[g] = _mm512_add_ps(sums[g], _mm512_castsi512_ps(_mm512_and_si512(rounded, high_halves)));
-      sums[g] = _mm512_add_ps(sums[g], _mm512_castsi512_ps(_mm512_slli_epi32(rounded, 16)));
+          _mm512_maskz_mov_ps(lanes[g][i + 1], simd::exp2_nonpositive(_mm512_fmsub_ps(acc[g][i + 1], factor, shift)));
+      // Keys 16i .. 16i + 31 as bf16 pairs, the layout value_group reads.
+      _mm512_storeu_si512(weights + 8 * i, simd::round_weight_pairs(w0, w1, sums[g]));
     }
   }
   const __m128 old_sum = _mm_loadu_ps(s.running_sum.data() + group);
