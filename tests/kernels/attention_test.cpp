@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attention_test_util.hpp"
+#include "core/thread_pool.hpp"
 #include "kernels/kernel_set.hpp"
 #include "stepmix/error.hpp"
 
@@ -54,7 +55,31 @@ INSTANTIATE_TEST_SUITE_P(RaggedShapes, AttentionKernels,
                                            AttentionProblem{70, 70, 4, 1, 16, true}, AttentionProblem{8, 13, 4, 2, 16, false},
                                            AttentionProblem{17, 83, 4, 4, 16, false}, AttentionProblem{40, 131, 6, 2, 32, false},
                                            AttentionProblem{3, 200, 8, 2, 128, false}, AttentionProblem{65, 65, 2, 2, 8, false},
-                                           AttentionProblem{130, 130, 4, 2, 40, true}, AttentionProblem{9, 300, 2, 1, 256, false}));
+                                           AttentionProblem{130, 130, 4, 2, 40, true}, AttentionProblem{9, 300, 2, 1, 256, false},
+                                           // head_dim a multiple of 64: the packed kernels (several
+                                           // tasks and key blocks, causal, padded groups, G = 3)
+                                           AttentionProblem{70, 70, 4, 2, 64, true},
+                                           AttentionProblem{130, 130, 8, 2, 128, true},
+                                           AttentionProblem{40, 131, 8, 2, 128, false},
+                                           AttentionProblem{19, 64, 6, 2, 192, false}));
+
+TEST(AttentionDeterminism, EveryVariantGivesTheSameBitsOnOneThreadAndOnThePool) {
+  const AttentionProblem p{150, 214, 8, 2, 128, false};
+  const auto q = random_values(p.q_rows * p.q_heads * p.head_dim, 31, 2.0f);
+  const auto k = random_values(p.kv_rows * p.kv_heads * p.head_dim, 32, 2.0f);
+  const auto v = random_values(p.kv_rows * p.kv_heads * p.head_dim, 33, 1.0f);
+  for (const KernelSet& variant : kernels::kernel_variants()) {
+    if (!variant.attention.supported()) continue;
+    std::vector<float> pooled(q.size()), single(q.size());
+    variant.attention.f32(p, q.data(), k.data(), v.data(), pooled.data());
+    // Inside a task of another pool, the global pool runs everything inline.
+    ThreadPool outer(2);
+    outer.parallel_for(2, [&](int64_t task) {
+      if (task == 0) variant.attention.f32(p, q.data(), k.data(), v.data(), single.data());
+    });
+    EXPECT_EQ(pooled, single) << variant.name;
+  }
+}
 
 TEST(AttentionProblemCheck, EveryVariantRejectsUngroupedHeadsAndImpossibleCausalShapes) {
   std::vector<float> buffer(1024);

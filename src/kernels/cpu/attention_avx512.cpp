@@ -1,6 +1,8 @@
 // AVX-512 variant of the blocked online-softmax attention: the blocking of
 // the portable kernel, 16 lanes wide, with FMAs and a polynomial exp, so it
-// agrees with the reference within float32 rounding, not bit for bit.
+// agrees with the reference within float32 rounding, not bit for bit. Head
+// dims that are a multiple of 64 run the packed-block kernel instead
+// (attention_packed_f32_avx512.cpp, several times faster at long sequences).
 // Compiled with AVX-512 flags (file suffix); the avx512 table
 // (avx512_table.cpp) registers it for CPUs with AVX-512F and FMA.
 #include <immintrin.h>
@@ -148,6 +150,8 @@ void attend_block(const AttentionProblem& p, const float* q, const float* k, con
 }  // namespace
 
 void attention_f32(const AttentionProblem& p, const float* q, const float* k, const float* v, float* out) {
+  check_attention_problem(p);
+  if (attention_f32_packed_applies(p)) return attention_f32_packed(p, q, k, v, out);
   detail::run_attention_blocks(p, q, k, v, out, attend_block);
 }
 

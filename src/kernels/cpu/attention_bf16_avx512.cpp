@@ -83,28 +83,6 @@ void pack_block(const AttentionProblem& p, const uint16_t* k, const uint16_t* v,
   }
 }
 
-// Lane g of the result = horizontal max / sum of v[g]. Reducing the four
-// queries of a group together keeps their reductions side by side instead of
-// four serial shuffle chains.
-inline __m128 reduce4_max(const __m512 v[4]) {
-  __m256 h[4];
-  for (int g = 0; g < 4; ++g) h[g] = _mm256_max_ps(_mm512_castps512_ps256(v[g]), _mm512_extractf32x8_ps(v[g], 1));
-  const __m256 ab = _mm256_max_ps(_mm256_unpacklo_ps(h[0], h[1]), _mm256_unpackhi_ps(h[0], h[1]));
-  const __m256 cd = _mm256_max_ps(_mm256_unpacklo_ps(h[2], h[3]), _mm256_unpackhi_ps(h[2], h[3]));
-  const __m256 w =
-      _mm256_max_ps(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm_max_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
-}
-inline __m128 reduce4_add(const __m512 v[4]) {
-  __m256 h[4];
-  for (int g = 0; g < 4; ++g) h[g] = _mm256_add_ps(_mm512_castps512_ps256(v[g]), _mm512_extractf32x8_ps(v[g], 1));
-  const __m256 ab = _mm256_add_ps(_mm256_unpacklo_ps(h[0], h[1]), _mm256_unpackhi_ps(h[0], h[1]));
-  const __m256 cd = _mm256_add_ps(_mm256_unpacklo_ps(h[2], h[3]), _mm256_unpackhi_ps(h[2], h[3]));
-  const __m256 w =
-      _mm256_add_ps(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm_add_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
-}
-
 // State of one task's queries (qi = row offset · G + head in group), padded
 // to whole groups of 4: padding queries repeat the last real one and are
 // never written out. Maxima are of the raw scores q·k (the scale is applied
@@ -150,7 +128,7 @@ __attribute__((noinline)) void score_softmax_group(const uint32_t* kb, const uin
     }
   }
   const __m128 old_max = _mm_loadu_ps(s.running_max.data() + group);
-  const __m128 new_max = _mm_max_ps(old_max, reduce4_max(row_max));
+  const __m128 new_max = _mm_max_ps(old_max, simd::reduce4_max(row_max));
   // 2^((old − new)·c): ~0 on a query's first block (old = −inf), exactly 1
   // where the max did not move, including rows that see no key of this block.
   const __m128 unchanged = _mm_cmpeq_ps(old_max, new_max);
@@ -176,7 +154,7 @@ __attribute__((noinline)) void score_softmax_group(const uint32_t* kb, const uin
     }
   }
   const __m128 old_sum = _mm_loadu_ps(s.running_sum.data() + group);
-  _mm_storeu_ps(s.running_sum.data() + group, _mm_add_ps(_mm_mul_ps(old_sum, correction), reduce4_add(sums)));
+  _mm_storeu_ps(s.running_sum.data() + group, _mm_add_ps(_mm_mul_ps(old_sum, correction), simd::reduce4_add(sums)));
   _mm_storeu_ps(s.running_max.data() + group, new_max);
   _mm_storeu_ps(s.correction.data() + group, correction);
 }
@@ -202,19 +180,6 @@ __attribute__((noinline)) void value_group(const uint32_t* vt, int64_t D, const 
   }
   for (int g = 0; g < kGroup; ++g)
     for (int c = 0; c < 4; ++c) _mm512_storeu_ps(accumulator + g * stride + 16 * c, acc[g][c]);
-}
-
-// Hints the next key/value block toward L2 one slice per query group while
-// this block computes: at thousands of keys the blocks come from L3.
-inline void prefetch_slice(const uint32_t* next_keys, const uint32_t* next_values, int64_t block_bytes,
-                           int64_t slice_index, int64_t slices) {
-  const int64_t lines = block_bytes / 64, per_slice = (lines + slices - 1) / slices;
-  const char* k = reinterpret_cast<const char*>(next_keys);
-  const char* v = reinterpret_cast<const char*>(next_values);
-  for (int64_t line = slice_index * per_slice; line < std::min(lines, (slice_index + 1) * per_slice); ++line) {
-    _mm_prefetch(k + 64 * line, _MM_HINT_T1);
-    _mm_prefetch(v + 64 * line, _MM_HINT_T1);
-  }
 }
 
 void attend_task(const AttentionProblem& p, const uint16_t* q, const PackedKV& kv, uint16_t* out, int64_t kv_head,
@@ -245,7 +210,7 @@ void attend_task(const AttentionProblem& p, const uint16_t* q, const PackedKV& k
     // Scores of 4 queries against the 64 keys and their softmax update.
     for (int64_t group = 0; group < padded; group += kGroup) {
       if (prefetch)
-        prefetch_slice(kv.key_block(kv_head, b + 1), kv.value_block(kv_head, b + 1), kv.block_dwords * 4,
+        simd::prefetch_slice(kv.key_block(kv_head, b + 1), kv.value_block(kv_head, b + 1), kv.block_dwords * 4,
                        group / kGroup, groups);
       const uint16_t* qp[kGroup];
       int64_t visible[kGroup];

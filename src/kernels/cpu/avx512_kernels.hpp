@@ -47,6 +47,11 @@ void gemm_columns_f32(const GemmArgs& args);
 
 // Attention family (AVX-512F + FMA; the packed bf16 kernel also AVX512_BF16).
 void attention_f32(const AttentionProblem& p, const float* q, const float* k, const float* v, float* out);
+// The float32 kernel on packed 64-key blocks (attention_packed_f32_avx512.cpp),
+// which attention_f32 runs where it applies (head_dim a multiple of 64, at
+// most 256); p must have been checked.
+bool attention_f32_packed_applies(const AttentionProblem& p);
+void attention_f32_packed(const AttentionProblem& p, const float* q, const float* k, const float* v, float* out);
 void attention_bf16(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                     uint16_t* out);
 

@@ -73,4 +73,41 @@ inline __m512i round_weight_pairs(__m512 w_low, __m512 w_high, __m512& sum) {
   return rounded;
 }
 
+// Lane g of the result = horizontal max / sum of v[g]. Reducing the four
+// queries of an attention group together keeps their reductions side by side
+// instead of four serial shuffle chains.
+inline __m128 reduce4_max(const __m512 v[4]) {
+  __m256 h[4];
+  for (int g = 0; g < 4; ++g) h[g] = _mm256_max_ps(_mm512_castps512_ps256(v[g]), _mm512_extractf32x8_ps(v[g], 1));
+  const __m256 ab = _mm256_max_ps(_mm256_unpacklo_ps(h[0], h[1]), _mm256_unpackhi_ps(h[0], h[1]));
+  const __m256 cd = _mm256_max_ps(_mm256_unpacklo_ps(h[2], h[3]), _mm256_unpackhi_ps(h[2], h[3]));
+  const __m256 w =
+      _mm256_max_ps(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm_max_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
+}
+inline __m128 reduce4_add(const __m512 v[4]) {
+  __m256 h[4];
+  for (int g = 0; g < 4; ++g) h[g] = _mm256_add_ps(_mm512_castps512_ps256(v[g]), _mm512_extractf32x8_ps(v[g], 1));
+  const __m256 ab = _mm256_add_ps(_mm256_unpacklo_ps(h[0], h[1]), _mm256_unpackhi_ps(h[0], h[1]));
+  const __m256 cd = _mm256_add_ps(_mm256_unpacklo_ps(h[2], h[3]), _mm256_unpackhi_ps(h[2], h[3]));
+  const __m256 w =
+      _mm256_add_ps(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm_add_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
+}
+
+// Hints slice `slice_index` of `slices` of the next key and value blocks
+// (`block_bytes` each) toward L2 while the current block computes: at
+// thousands of keys the blocks come from L3.
+inline void prefetch_slice(const void* next_keys, const void* next_values, int64_t block_bytes, int64_t slice_index,
+                           int64_t slices) {
+  const int64_t lines = block_bytes / 64, per_slice = (lines + slices - 1) / slices;
+  const int64_t end = lines < (slice_index + 1) * per_slice ? lines : (slice_index + 1) * per_slice;
+  const char* k = static_cast<const char*>(next_keys);
+  const char* v = static_cast<const char*>(next_values);
+  for (int64_t line = slice_index * per_slice; line < end; ++line) {
+    _mm_prefetch(k + 64 * line, _MM_HINT_T1);
+    _mm_prefetch(v + 64 * line, _MM_HINT_T1);
+  }
+}
+
 }  // namespace stepmix::simd
