@@ -213,7 +213,7 @@ main() {
   # The forward first: kernel timings exist without it, the Nano estimate not.
   local forward_tokens="44160,1024"
   [[ ${#quick[@]} -gt 0 ]] && forward_tokens="4096,1024"
-  step 120 "Nano-shaped forward (stepmix)" bash -c '"$1" --dir "$2" --layers "1,$3" --tokens "$4" | tee "$5/stepmix.jsonl"' _ "$build/bench/bench_cuda_forward" "$build/nano-checkpoints" "$forward_layers" "$forward_tokens" "$out" ||
+  step 150 "Nano-shaped forward (stepmix)" bash -c '"$1" --dir "$2" --layers "1,$3" --tokens "$4" | tee "$5/stepmix.jsonl"' _ "$build/bench/bench_cuda_forward" "$build/nano-checkpoints" "$forward_layers" "$forward_tokens" "$out" ||
     status=1
   step 100 "Nano-shaped forward (PyTorch peer)" env PYTHONUNBUFFERED=1 bash -c 'python3 "$1/cuda_peer_forward.py" --layers "1,$2" --tokens "$3" | tee "$4/torch.jsonl"' _ "$here" "$forward_layers" "$forward_tokens" "$out" ||
     status=1

@@ -2,7 +2,7 @@
 // side of the forward benchmark of bench/cuda-device-check.sh; the PyTorch
 // peer is bench/cuda_peer_forward.py).
 //
-//   bench_cuda_forward --dir DIR [--layers 1,4] [--tokens 44160,1024] [--text 300] [--reps 3]
+//   bench_cuda_forward --dir DIR [--layers 1,4] [--tokens 44160,1024] [--text 300] [--reps 3] [--cfg-reps 1]
 //
 // Nano's shape (hidden 4096, FFN 12288, 32 query / 8 KV heads, head_dim 128,
 // 48 latent channels, patch 2) with fewer layers: for each layer count, a
@@ -19,9 +19,11 @@
 // whole call as the denoising loop makes it (Cosmos3Transformer::
 // forward_resident: latent and velocity in device memory, the host waiting
 // for the velocity). Modes: dense (BF16 checkpoint), w8a16, w8a8 (FP8
-// checkpoint), both towers at the mode. Also the loop's own part of a step on
-// the device at that latent size (CFG combination and a UniPC update). One
-// JSON object per line.
+// checkpoint), both towers at the mode. Then a CFG step both ways the loop
+// can run it ("cfg_step": the two passes as two calls, and as one batched
+// call over the one latent writing both velocities), the peak device memory
+// after it. Also the loop's own part of a step on the device at that latent
+// size (CFG combination and a UniPC update). One JSON object per line.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -122,6 +124,7 @@ struct Options {
   std::vector<int64_t> layers{1, 4}, tokens{44160, 1024};
   int64_t text = 300;
   int reps = 3;
+  int cfg_reps = 1;  // CFG steps timed each way (0: none)
 };
 
 void time_model(const Options& o, int64_t layers, const std::string& mode_name, Precision mode) {
@@ -163,6 +166,35 @@ void time_model(const Options& o, int64_t layers, const std::string& mode_name, 
                 mode_name.c_str(), (long long)layers, (long long)tokens, (long long)o.text, median(warm),
                 list(warm).c_str(), std::max(0.0, cold_ms - median(warm)), first_ms, cuda::peak_allocated_bytes(),
                 cuda::allocated_bytes());
+    std::fflush(stdout);
+    // A CFG step as the denoising loop makes it: the two passes one after
+    // the other, and both in one batched call writing their own velocities.
+    if (o.cfg_reps == 0) continue;
+    cuda::DeviceBuffer velocity_uncond(bytes);
+    const ForwardInputs* both[2] = {&cond, &uncond};
+    float* const velocities[2] = {velocity.as<float>(), velocity_uncond.as<float>()};
+    const auto batched = [&] {
+      model.forward_resident(both, latent.as<float>(), velocities, options);
+      float first = 0;
+      model.backend().download(&first, velocity_uncond.data(), sizeof first);
+    };
+    batched();  // sizes the workspace for the stacked rows
+    std::vector<double> separate_ms, batched_ms;
+    for (int r = 0; r < o.cfg_reps; ++r) {
+      start = Clock::now();
+      forward(cond);
+      forward(uncond);
+      separate_ms.push_back(ms_since(start));
+      start = Clock::now();
+      batched();
+      batched_ms.push_back(ms_since(start));
+    }
+    std::printf("{\"impl\": \"stepmix\", \"bench\": \"cfg_step\", \"mode\": \"%s\", \"layers\": %lld, "
+                "\"tokens\": %lld, \"text\": %lld, \"separate_ms\": %.3f, \"batched_ms\": %.3f, "
+                "\"separate_samples\": %s, \"batched_samples\": %s, \"peak_device_bytes\": %zu}\n",
+                mode_name.c_str(), (long long)layers, (long long)tokens, (long long)o.text, median(separate_ms),
+                median(batched_ms), list(separate_ms).c_str(), list(batched_ms).c_str(),
+                cuda::peak_allocated_bytes());
     std::fflush(stdout);
   }
 }
@@ -239,9 +271,10 @@ int main(int argc, char** argv) {
     else if (a == "--tokens" && has_value) o.tokens = parse_list(argv[++i]);
     else if (a == "--text" && has_value) o.text = std::stoll(argv[++i]);
     else if (a == "--reps" && has_value) o.reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--cfg-reps" && has_value) o.cfg_reps = std::max(0, std::atoi(argv[++i]));
     else {
       std::fprintf(stderr, "usage: bench_cuda_forward --dir DIR [--layers 1,4] [--tokens 44160,1024] [--text 300] "
-                           "[--reps 3]\n");
+                           "[--reps 3] [--cfg-reps 1]\n");
       return 2;
     }
   }

@@ -163,6 +163,23 @@ def forward_section(ours, peer, lines, summary):
                                "met": mixed_ms / 1000 <= 150})
 
 
+def cfg_step_section(ours, lines, summary):
+    """A CFG step as two calls against one batched call (bench_cuda_forward "cfg_step")."""
+    steps = [r for r in ours if r.get("bench") == "cfg_step"]
+    if not steps:
+        return
+    lines.append("")
+    lines.append("CFG step, the two passes as two calls against one batched call (ms):")
+    section = summary.setdefault("cfg_step", [])
+    for r in sorted(steps, key=lambda r: (r["layers"], r["mode"], r["tokens"])):
+        gain = r["separate_ms"] / r["batched_ms"] if r["batched_ms"] > 0 else None
+        lines.append("  %d layers %-6s %6d tokens: separate %9.1f, batched %9.1f (%sx), peak device %.1f GiB" % (
+            r["layers"], r["mode"], r["tokens"], r["separate_ms"], r["batched_ms"], fmt(gain, 4, 2),
+            r["peak_device_bytes"] / 2**30))
+        section.append({k: r[k] for k in ("layers", "mode", "tokens", "separate_ms", "batched_ms",
+                                          "peak_device_bytes")})
+
+
 def main():
     ours, peer = load(sys.argv[1]), load(sys.argv[2])
     out_json = sys.argv[3] if len(sys.argv) > 3 else None
@@ -240,6 +257,7 @@ def main():
                                        "value": rel, "met": rel is not None and rel >= 1.0})
 
     forward_section(ours, peer, lines, summary)
+    cfg_step_section(ours, lines, summary)
 
     lines.append("")
     lines.append("checks")

@@ -17,8 +17,14 @@
 #            with STEPMIX_ISA=avx512 (the path of a CPU without AMX), batched
 #
 # usage: bench/run-transformer.sh [--quick] [--nano] [--repeats N] [--rounds R] [--summarize SAMPLES]
+#                                 [--tokens LIST] [--modes LIST] [--cfgs LIST] [--name NAME]
 #   --quick    hidden 1024 at 1024 tokens, dense and w8a8 only (a few minutes);
 #              with --nano: 1024 tokens only, w8a8 and dense, batched only
+#   --tokens, --modes, --cfgs  a part of the grid (comma-separated: e.g. --tokens 4096
+#              --modes dense --cfgs batched); the model is still written for the grid's
+#              token counts
+#   --name     results under bench/results/NAME.json (+ NAME-samples.jsonl) instead of
+#              transformer[-nano].json, so a partial run leaves the full grid's record alone
 #   --repeats  timed calls per case and side after one warm-up (default 3; --nano 2)
 #   --rounds   run every (mode, side) R times, alternating stepmix and peer, so
 #              a burst of load from other processes does not land on one side
@@ -47,6 +53,7 @@ rounds=1
 quick=0
 nano=0
 summarize=""
+only_tokens="" only_modes="" only_cfgs="" only_name=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -54,7 +61,12 @@ while [[ $# -gt 0 ]]; do
     --repeats) repeats="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --summarize) summarize="$2"; shift 2 ;;
-    *) echo "usage: $0 [--quick] [--nano] [--repeats N] [--rounds R] [--summarize SAMPLES]" >&2; exit 2 ;;
+    --tokens) only_tokens="$2"; shift 2 ;;
+    --modes) only_modes="$2"; shift 2 ;;
+    --cfgs) only_cfgs="$2"; shift 2 ;;
+    --name) only_name="$2"; shift 2 ;;
+    *) echo "usage: $0 [--quick] [--nano] [--repeats N] [--rounds R] [--summarize SAMPLES]" \
+            "[--tokens LIST] [--modes LIST] [--cfgs LIST] [--name NAME]" >&2; exit 2 ;;
   esac
 done
 name=transformer
@@ -66,6 +78,11 @@ if ((nano)); then
 elif ((quick)); then
   hiddens=(1024); tokens="1024"; modes=(dense w8a8)
 fi
+model_tokens="$tokens"  # what the written model's inputs cover
+[[ -n "$only_tokens" ]] && tokens="$only_tokens"
+[[ -n "$only_modes" ]] && IFS=, read -r -a modes <<<"$only_modes"
+[[ -n "$only_cfgs" ]] && IFS=, read -r -a cfgs <<<"$only_cfgs"
+[[ -n "$only_name" ]] && name="$only_name"
 
 mkdir -p "$here/results"
 samples="$here/results/$name-samples.jsonl"
@@ -100,11 +117,11 @@ else
   record_peaks before
   for hidden in "${hiddens[@]}"; do
     dir="$data/hidden-$hidden"
-    stamp="$dir/made-with-text-$text-tokens-${tokens//,/-}"
+    stamp="$dir/made-with-text-$text-tokens-${model_tokens//,/-}"
     if [[ ! -f "$stamp" ]]; then
       echo "writing the hidden-$hidden model and inputs to $dir" >&2
       rm -rf "$dir"
-      "$bench" make --dir "$dir" --hidden "$hidden" --layers 4 --text "$text" --tokens "$tokens" --seed 1
+      "$bench" make --dir "$dir" --hidden "$hidden" --layers 4 --text "$text" --tokens "$model_tokens" --seed 1
       touch "$stamp"
     fi
     tag="s/^{/{\"hidden\": $hidden, \"text\": $text, /"

@@ -23,6 +23,9 @@
 // is alone (GEMM rows do not depend on M in any kernel variant, the pointwise
 // kernels are row- or element-wise), so a batch returns, bit for bit, what
 // the samples return one at a time (tests/model/forward_batch_test.cpp).
+// A resident call (the denoising loop on a device backend) does the same for
+// samples reading one latent in backend memory, each writing its velocity to
+// a buffer of its own (tests/model/forward_resident_test.cpp).
 //
 // Row-wise pieces run on the backend's threads with each row computed as a
 // single thread would, so results are bit-identical for any thread count.
@@ -48,8 +51,8 @@ struct Sample {
   int64_t row0 = 0;        // first of its Nv rows in the generation stream
   int64_t noisy_row0 = 0;  // first of its Nn rows in the stacked read-out
   int64_t kv_row0 = 0;     // first of its L + Nv rows in the keys/values slots
-  int64_t rope0 = 0;       // offset of its [2, S, D] tables in the rope slot
-  const float* rope = nullptr;
+  std::shared_ptr<const ResidentRope> rope;  // its [2, S, D] tables (model/rope_cache.hpp)
+  float* velocity = nullptr;                 // [C, T, H, W] in backend memory, or null: returned
   std::shared_ptr<const UnderstandingKV> und;
 
   int64_t L() const { return g.und_len; }
@@ -61,22 +64,24 @@ template <class T>
 class ForwardPass {
  public:
   ForwardPass(const Cosmos3Config& config, const Cosmos3Weights& weights, Backend& backend, UnderstandingCache& cache,
-              ForwardWorkspace& ws, const ForwardOptions& options)
+              RopeCache& rope_cache, ForwardWorkspace& ws, const ForwardOptions& options)
       : c_(config),
         w_(weights),
         b_(backend),
         cache_(cache),
+        rope_cache_(rope_cache),
         ws_(ws),
         opt_(options),
         norm_(config.hidden_act == HiddenAct::ReLU2 ? NormKind::Nemotron : NormKind::Standard),
         eps_(float(config.rms_norm_eps)) {}
 
   std::vector<HostTensor> run(std::span<const ForwardInputs* const> inputs);
-  // The latent is read from, and the velocity written to, backend memory (one
-  // sample); run() then returns no tensor.
-  ForwardPass& resident(const float* latent, float* velocity) {
+  // Every sample reads the one latent from backend memory and writes its
+  // velocity to its own buffer there (velocities[i] for inputs[i]); run()
+  // then returns no tensor.
+  ForwardPass& resident(const float* latent, std::span<float* const> velocities) {
     resident_latent_ = latent;
-    resident_velocity_ = velocity;
+    resident_velocities_ = velocities;
     return *this;
   }
 
@@ -100,10 +105,8 @@ class ForwardPass {
     b_.linear(ls, x, rows, ys, p);
   }
   const float* weight(const std::vector<float>& host) { return b_.resident(host); }
-  const float* cos_row(const Sample& s, int64_t row) const { return s.rope + row * c_.head_dim; }
-  const float* sin_row(const Sample& s, int64_t row) const {
-    return s.rope + (s.g.sequence_length + row) * c_.head_dim;
-  }
+  const float* cos_row(const Sample& s, int64_t row) const { return s.rope->cos() + row * c_.head_dim; }
+  const float* sin_row(const Sample& s, int64_t row) const { return s.rope->sin() + row * c_.head_dim; }
 
   // Debug records read backend memory back to the host, widening bf16.
   void record(const std::string& name, std::vector<int64_t> shape, const float* data);
@@ -113,6 +116,7 @@ class ForwardPass {
   const Cosmos3Weights& w_;
   Backend& b_;
   UnderstandingCache& cache_;
+  RopeCache& rope_cache_;
   ForwardWorkspace& ws_;
   const ForwardOptions& opt_;
   const NormKind norm_;
@@ -121,8 +125,8 @@ class ForwardPass {
   int64_t rows_ = 0;        // R = Σ Nv
   int64_t noisy_rows_ = 0;  // Σ Nn
   int64_t kv_rows_ = 0;     // Σ (L + Nv)
-  const float* resident_latent_ = nullptr;  // [C, T, H, W] in backend memory, or null: the inputs' latents
-  float* resident_velocity_ = nullptr;      // [C, T, H, W] in backend memory, or null: returned
+  const float* resident_latent_ = nullptr;     // [C, T, H, W] in backend memory, or null: the inputs' latents
+  std::span<float* const> resident_velocities_;  // one per sample, or empty: returned
 };
 
 template <class T>
@@ -389,42 +393,41 @@ const float* ForwardPass<T>::read_out(const float* gen) {
   return out;
 }
 
-// Geometry, stacked offsets and rope tables of every sample.
+// Geometry, stacked offsets and rotary tables of every sample. The tables
+// come from the transformer's rope cache: built and uploaded once per
+// distinct set of position ids, not at every step.
 template <class T>
 void ForwardPass<T>::prepare(std::span<const ForwardInputs* const> inputs) {
-  const int64_t D = c_.head_dim;
-  if (resident_latent_ && inputs.size() != 1)
-    throw Error("model", "a forward on a latent in backend memory takes one sample");
-  int64_t rope_floats = 0;
-  for (const ForwardInputs* in : inputs) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const ForwardInputs* in = inputs[i];
     Sample s;
     s.in = in;
     s.g = resolve_forward_geometry(*in, c_, resident_latent_ != nullptr);
     s.row0 = rows_;
     s.noisy_row0 = noisy_rows_;
     s.kv_row0 = kv_rows_;
-    s.rope0 = rope_floats;
+    if (resident_latent_) s.velocity = resident_velocities_[i];
     rows_ += s.Nv();
     noisy_rows_ += s.Nn();
     kv_rows_ += s.L() + s.Nv();
-    rope_floats += 2 * s.g.sequence_length * D;
     if (!samples_.empty() && s.g.grid.features() != samples_.front().g.grid.features())
       throw Error("model", "a batched forward needs one patch size and channel count for every sample");
+    if (resident_latent_ && !samples_.empty() && in->latent.shape != samples_.front().in->latent.shape)
+      throw Error("model", "forward_resident: every sample reads the one latent, so their latent shapes must agree");
     samples_.push_back(std::move(s));
   }
-  float* rope = ws_.get<float>(Slot::rope, rope_floats);
   for (Sample& s : samples_) {
-    const int64_t S = s.g.sequence_length;
-    const RopeTables tables = build_rope_tables(c_, s.in->position_ids.data(), S);
-    s.rope = rope + s.rope0;
-    b_.upload(rope + s.rope0, tables.cos.data(), tables.cos.size() * sizeof(float));
-    b_.upload(rope + s.rope0 + S * D, tables.sin.data(), tables.sin.size() * sizeof(float));
-    if (opt_.debug) {
-      const std::vector<float> inv_freq = rope_inv_freq(c_);
-      opt_.debug->record("rope.inv_freq", {int64_t(inv_freq.size())}, inv_freq.data());
-      opt_.debug->record("rope.cos", {S, D}, tables.cos.data());
-      opt_.debug->record("rope.sin", {S, D}, tables.sin.data());
+    if (!opt_.debug) {
+      s.rope = rope_cache_.get(c_, b_, s.in->position_ids);
+      continue;
     }
+    RopeTables host;  // debug records are host tables
+    s.rope = rope_cache_.get(c_, b_, s.in->position_ids, &host);
+    const int64_t S = s.g.sequence_length, D = c_.head_dim;
+    const std::vector<float> inv_freq = rope_inv_freq(c_);
+    opt_.debug->record("rope.inv_freq", {int64_t(inv_freq.size())}, inv_freq.data());
+    opt_.debug->record("rope.cos", {S, D}, host.cos.data());
+    opt_.debug->record("rope.sin", {S, D}, host.sin.data());
   }
 }
 
@@ -442,9 +445,8 @@ std::vector<HostTensor> ForwardPass<T>::run(std::span<const ForwardInputs* const
   }
   const float* packed = read_out(gen);  // [Σ Nn, p²C] in backend memory
   const int64_t F = samples_.front().g.grid.features();
-  if (resident_velocity_) {
-    const Sample& s = samples_.front();
-    b_.unpatchify(packed, s.g.grid, s.g.noisy_frames, resident_velocity_);
+  if (resident_latent_) {
+    for (const Sample& s : samples_) b_.unpatchify(packed + s.noisy_row0 * F, s.g.grid, s.g.noisy_frames, s.velocity);
     return {};
   }
   std::vector<HostTensor> out;
@@ -465,8 +467,10 @@ std::vector<HostTensor> Cosmos3Transformer::forward_batch(std::span<const Forwar
   check_tower_precision("generation", weights_.governed.generation_fp8, options.generation);
   check_tower_precision("reasoner", weights_.governed.reasoner_fp8, options.reasoner);
   if (options.activations == ActivationDType::BF16)
-    return ForwardPass<uint16_t>(config_, weights_, *backend_, understanding_cache_, workspace_, options).run(inputs);
-  return ForwardPass<float>(config_, weights_, *backend_, understanding_cache_, workspace_, options).run(inputs);
+    return ForwardPass<uint16_t>(config_, weights_, *backend_, understanding_cache_, rope_cache_, workspace_, options)
+        .run(inputs);
+  return ForwardPass<float>(config_, weights_, *backend_, understanding_cache_, rope_cache_, workspace_, options)
+      .run(inputs);
 }
 
 HostTensor Cosmos3Transformer::forward(const ForwardInputs& in, const ForwardOptions& options) {
@@ -474,21 +478,37 @@ HostTensor Cosmos3Transformer::forward(const ForwardInputs& in, const ForwardOpt
   return std::move(forward_batch(one, options).front());
 }
 
-void Cosmos3Transformer::forward_resident(const ForwardInputs& in, const float* latent, float* velocity,
-                                          const ForwardOptions& options) {
-  if (!latent || !velocity) throw Error("model", "forward_resident: null latent or velocity buffer");
-  const ForwardInputs* one = &in;
+void Cosmos3Transformer::forward_resident(std::span<const ForwardInputs* const> inputs, const float* latent,
+                                          std::span<float* const> velocities, const ForwardOptions& options) {
+  if (!latent) throw Error("model", "forward_resident: the latent buffer is null");
+  if (velocities.size() != inputs.size())
+    throw Error("model", "forward_resident: expected one velocity buffer per sample (" +
+                             std::to_string(inputs.size()) + "), got " + std::to_string(velocities.size()));
+  for (std::size_t i = 0; i < velocities.size(); ++i) {
+    if (!velocities[i]) throw Error("model", "forward_resident: velocity buffer " + std::to_string(i) + " is null");
+    for (std::size_t j = 0; j < i; ++j)
+      if (velocities[j] == velocities[i])
+        throw Error("model", "forward_resident: samples " + std::to_string(j) + " and " + std::to_string(i) +
+                                 " write the same velocity buffer; each needs its own");
+  }
   check_tower_precision("generation", weights_.governed.generation_fp8, options.generation);
   check_tower_precision("reasoner", weights_.governed.reasoner_fp8, options.reasoner);
   if (options.activations == ActivationDType::BF16) {
-    ForwardPass<uint16_t>(config_, weights_, *backend_, understanding_cache_, workspace_, options)
-        .resident(latent, velocity)
-        .run(std::span<const ForwardInputs* const>(&one, 1));
+    ForwardPass<uint16_t>(config_, weights_, *backend_, understanding_cache_, rope_cache_, workspace_, options)
+        .resident(latent, velocities)
+        .run(inputs);
   } else {
-    ForwardPass<float>(config_, weights_, *backend_, understanding_cache_, workspace_, options)
-        .resident(latent, velocity)
-        .run(std::span<const ForwardInputs* const>(&one, 1));
+    ForwardPass<float>(config_, weights_, *backend_, understanding_cache_, rope_cache_, workspace_, options)
+        .resident(latent, velocities)
+        .run(inputs);
   }
+}
+
+void Cosmos3Transformer::forward_resident(const ForwardInputs& in, const float* latent, float* velocity,
+                                          const ForwardOptions& options) {
+  const ForwardInputs* one[1] = {&in};
+  float* const out[1] = {velocity};
+  forward_resident(one, latent, out, options);
 }
 
 }  // namespace stepmix

@@ -14,9 +14,11 @@
 namespace stepmix {
 
 // Forwards over one latent `grid` with `noisy_tokens` of its tokens noisy,
-// for prompts of `und_lengths` tokens (each prompt's K/V stays cached, as the
-// understanding cache keeps the conditional and unconditional prompts of a
-// CFG run), with `activations`:
+// for prompts of `und_lengths` tokens (each prompt's K/V and rotary tables
+// stay cached, as the understanding and rope caches keep the conditional and
+// unconditional prompts of a CFG run), with `activations`, one forward per
+// prompt or, `batched`, all prompts in one forward (CFG batching: two
+// passes' rows in every slot):
 //   weights           device copies of every Linear the backend runs (the
 //                     governed ones at their stored size, plus the bf16 Ŵ of
 //                     WeightCache::All, proj_in, proj_out) and of the norm
@@ -24,7 +26,8 @@ namespace stepmix {
 //   understanding_kv  layers × 2 × L × Hkv·D activations per prompt;
 //   scratch           the forward's workspace slots, sized as
 //                     model/forward_pass.cpp asks for them (the largest call
-//                     of the run), plus what the CUDA backend's Linears
+//                     of the run), the cached rotary tables, plus what the
+//                     CUDA backend's Linears
 //                     allocate: E4M3 activation codes [rows, in], one
 //                     transient bf16 Ŵ (FP8 checkpoints without the weight
 //                     cache), the cuBLASLt workspace, and `latent_buffers`
@@ -34,17 +37,19 @@ namespace stepmix {
 // cudaMemGetInfo reports as free once the backend is up.
 DeviceMemoryEstimate estimate_run_memory(Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths,
                                    const PatchGrid& grid, int64_t noisy_tokens, ActivationDType activations,
-                                   int64_t latent_buffers = 0);
+                                   int64_t latent_buffers = 0, bool batched = false);
 
-// The forward workspace part of the estimate alone (what
-// Cosmos3Transformer::workspace_bytes() reaches after the run's forwards).
+// The forward workspace part of the estimate alone, rotary tables included
+// (what Cosmos3Transformer::workspace_bytes() reaches after the run's
+// forwards).
 std::size_t estimate_workspace_bytes(const Cosmos3Config& config, std::span<const int64_t> und_lengths,
-                                     const PatchGrid& grid, int64_t noisy_tokens, ActivationDType activations);
+                                     const PatchGrid& grid, int64_t noisy_tokens, ActivationDType activations,
+                                     bool batched = false);
 
 // estimate_run_memory checked by the transformer's backend (nothing on the
 // CPU); `what` names the request in the refusal.
 void require_run_memory(Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths, const PatchGrid& grid,
                         int64_t noisy_tokens, ActivationDType activations, const std::string& what,
-                        int64_t latent_buffers = 0);
+                        int64_t latent_buffers = 0, bool batched = false);
 
 }  // namespace stepmix

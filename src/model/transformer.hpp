@@ -18,6 +18,7 @@
 #include "model/config.hpp"
 #include "model/forward_inputs.hpp"
 #include "model/rope.hpp"
+#include "model/rope_cache.hpp"
 #include "model/understanding_cache.hpp"
 #include "model/weights.hpp"
 #include "model/workspace.hpp"
@@ -70,6 +71,13 @@ class Cosmos3Transformer {
   // records, so a denoising loop keeps its latent on the backend.
   void forward_resident(const ForwardInputs& inputs, const float* latent, float* velocity,
                         const ForwardOptions& options);
+  // Several samples over the one latent in backend memory (CFG: both passes
+  // of a step in one forward, as forward_batch): inputs[i] writes its
+  // velocity to velocities[i], a buffer of its own. Gives, bit for bit, what
+  // forward_resident of each sample alone gives. The inputs must share the
+  // latent shape.
+  void forward_resident(std::span<const ForwardInputs* const> inputs, const float* latent,
+                        std::span<float* const> velocities, const ForwardOptions& options);
   // Several samples in one call (CFG: the conditional and unconditional pass
   // of a step): their vision rows are stacked through every Linear, so each
   // weight is read once, while attention stays per sample with its own
@@ -78,8 +86,9 @@ class Cosmos3Transformer {
   // records (use forward()).
   std::vector<HostTensor> forward_batch(std::span<const ForwardInputs* const> inputs, const ForwardOptions& options);
 
-  // Bytes held by the reusable forward scratch (grows to the largest call).
-  std::size_t workspace_bytes() const { return workspace_.bytes(); }
+  // Bytes held by the reusable forward scratch (grows to the largest call)
+  // and the rotary tables kept for the next call.
+  std::size_t workspace_bytes() const { return workspace_.bytes() + rope_cache_.bytes(); }
 
   // W8A8 test hook on every governed Linear (forced-code conformance).
   void set_activation_code_hook(const ActivationCodeHook& hook);
@@ -95,6 +104,9 @@ class Cosmos3Transformer {
   // Understanding-stream K/V cache (default: 2 prompts). 0 disables it, so
   // every call runs the reasoner Linears (and their code hooks).
   UnderstandingCache& understanding_cache() { return understanding_cache_; }
+  // The rotary cos/sin tables of the last samples (default: 2), in backend
+  // memory, so the steps of a denoising loop build and upload them once.
+  RopeCache& rope_cache() { return rope_cache_; }
 
  private:
   Cosmos3Transformer(Cosmos3Config config, std::vector<std::string> warnings, Cosmos3Weights weights,
@@ -106,6 +118,7 @@ class Cosmos3Transformer {
   Cosmos3Weights weights_;
   Backend* backend_;
   UnderstandingCache understanding_cache_;
+  RopeCache rope_cache_;
   ForwardWorkspace workspace_;
   bool has_code_hook_ = false;
 };

@@ -33,7 +33,6 @@ enum class Slot {
   up,         // [rows, I]
   gate,       // [rows, I]
   patches,    // [R, p²C] float32: the patchified latents
-  rope,       // per sample [2, S, D] float32: cos then sin
   embedding,  // [U, E] float32: one timestep embedding per distinct timestep
   output,     // [Σ Nn, p²C] float32: the read-out
   count

@@ -144,7 +144,7 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
   };
   const int64_t plane = setup.plane;
 
-  const bool batched = request.batch_cfg && !transformer.has_activation_code_hook();
+  const bool batched = denoise_batches_cfg(transformer, request);
   DenoiseResult result;
   std::vector<float> latent = request.noise;
   std::vector<float> guided(numel);
@@ -165,7 +165,7 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
       if (first_non_finite(v.data(), v.size())) throw_non_finite_velocity(transformer, in, options, i, N, pass);
     };
     std::vector<float> v_cond, v_uncond;
-    if (cfg && batched) {
+    if (batched) {
       prepare(cond, CfgPass::Conditional);
       prepare(uncond, CfgPass::Unconditional);
       const ForwardInputs* both[2] = {&cond, &uncond};
@@ -231,28 +231,46 @@ DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Schedul
   sched::LatentHistory history;
   b.upload(latent->data(), request.noise.data(), bytes);
 
+  // As on the host: both CFG passes of a step in one forward over the one
+  // latent, each writing its own velocity buffer.
+  const bool batched = denoise_batches_cfg(transformer, request);
   DenoiseResult result;
   auto run_scope = controller.run_scope();  // resets to native on every exit path
   for (int i = 0; i < N; ++i) {
     const ForwardOptions options = begin_iteration(controller, observer, i, N, request.activations);
     const double t = scheduler.timesteps()[std::size_t(i)];
 
-    auto run_pass = [&](ForwardInputs& in, CfgPass pass, BackendBuffer& velocity) {
+    auto prepare = [&](ForwardInputs& in, CfgPass pass) {
       in.timesteps.assign(1, float(t));
       if (observer) observer->on_pass(i, pass);
       ++result.transformer_calls;
-      transformer.forward_resident(in, latent->as<float>(), velocity.as<float>(), options);
-      if (!b.all_finite(velocity.as<float>(), n)) {
-        ForwardInputs on_host = in;  // the error path: the diagnosis runs from a host copy of the latent
-        on_host.latent.data.resize(numel);
-        b.download(on_host.latent.data.data(), latent->data(), bytes);
-        throw_non_finite_velocity(transformer, on_host, options, i, N, pass);
-      }
     };
-    run_pass(setup.cond, CfgPass::Conditional, *v_cond);
+    auto check_velocity = [&](const ForwardInputs& in, CfgPass pass, const BackendBuffer& velocity) {
+      if (b.all_finite(velocity.as<float>(), n)) return;
+      ForwardInputs on_host = in;  // the error path: the diagnosis runs from a host copy of the latent
+      on_host.latent.data.resize(numel);
+      b.download(on_host.latent.data.data(), latent->data(), bytes);
+      throw_non_finite_velocity(transformer, on_host, options, i, N, pass);
+    };
+    if (batched) {
+      prepare(setup.cond, CfgPass::Conditional);
+      prepare(setup.uncond, CfgPass::Unconditional);
+      const ForwardInputs* both[2] = {&setup.cond, &setup.uncond};
+      float* const velocities[2] = {v_cond->as<float>(), v_uncond->as<float>()};
+      transformer.forward_resident(both, latent->as<float>(), velocities, options);
+      ++result.batched_steps;
+    } else {
+      prepare(setup.cond, CfgPass::Conditional);
+      transformer.forward_resident(setup.cond, latent->as<float>(), v_cond->as<float>(), options);
+      if (cfg) {
+        prepare(setup.uncond, CfgPass::Unconditional);
+        transformer.forward_resident(setup.uncond, latent->as<float>(), v_uncond->as<float>(), options);
+      }
+    }
+    check_velocity(setup.cond, CfgPass::Conditional, *v_cond);
+    if (cfg) check_velocity(setup.uncond, CfgPass::Unconditional, *v_uncond);
     const float* v = v_cond->as<float>();
     if (cfg) {
-      run_pass(setup.uncond, CfgPass::Unconditional, *v_uncond);
       b.cfg_combine(v_uncond->as<float>(), v_cond->as<float>(), n, float(request.guidance), guided->as<float>());
       v = guided->as<float>();
     }

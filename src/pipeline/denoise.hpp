@@ -2,10 +2,10 @@
 // conditional and (with CFG) the unconditional pass, guide
 // (v = v_u + g·(v_c − v_u)), and step the scheduler. The latent state stays in
 // FP32 between steps, on the host or, with denoise_on_backend, in the
-// transformer's backend memory. On the host, with CFG the two passes of a
-// step go through one batched forward (Cosmos3Transformer::forward_batch:
-// each weight read once per step, bit-identical to running them one after
-// the other).
+// transformer's backend memory. With CFG the two passes of a step go through
+// one batched forward (Cosmos3Transformer::forward_batch on the host,
+// forward_resident with two samples on the backend: each weight read once
+// per step, bit-identical to running them one after the other).
 #pragma once
 
 #include <array>
@@ -82,14 +82,20 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
 
 // The same loop with the latent, the velocities, the CFG combination and the
 // scheduler update (Scheduler::begin_latent_step, fp32) in the transformer's
-// backend memory for the whole run (Cosmos3Transformer::forward_resident):
-// the noise goes up once, the final latent comes down once, and per step only
-// what the observer wants. On the CPU backend it gives denoise()'s bits
-// (tested), which is what makes it checkable without a GPU.
+// backend memory for the whole run (Cosmos3Transformer::forward_resident,
+// both CFG passes in one call when batched as on the host): the noise goes up
+// once, the final latent comes down once, and per step only what the
+// observer wants. On the CPU backend it gives denoise()'s bits (tested),
+// which is what makes it checkable without a GPU.
 // The latent-sized float32 buffers denoise_on_backend holds at most: the
 // latent, the conditional velocity, with CFG the unconditional and the
 // guided ones, and UniPC's four history buffers (for the memory estimate).
 inline int64_t denoise_on_backend_latent_buffers(bool cfg) { return (cfg ? 4 : 2) + 4; }
+// Both loops run a step's CFG passes as one forward (so the memory estimate
+// counts two passes' activations at once) when this holds.
+inline bool denoise_batches_cfg(const Cosmos3Transformer& transformer, const DenoiseRequest& request) {
+  return request.guidance != 1.0 && request.batch_cfg && !transformer.has_activation_code_hook();
+}
 
 DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Scheduler& scheduler,
                                  StepController& controller, const DenoiseRequest& request,

@@ -47,7 +47,8 @@ MemoryEstimate estimate_generation_memory(const Cosmos3Config& c, const Generati
                        + (samples > 1 ? 2 * R * KV * T : 0)            // gen_keys, gen_values
                        + 2 * rows * I * T                              // up, gate
                        + 2 * R * F * 4                                 // patches, output
-                       + samples * 2 * (L + Nv) * D * 4 + E * 4;       // rope, embedding
+                       + (cfg ? 2 : 1) * 2 * (L + Nv) * D * 4         // rope tables, one per prompt (cached)
+                       + E * 4;                                        // embedding
   e.understanding_kv_bytes =
       c.num_hidden_layers * 2 * (s.cond_text_tokens + s.uncond_text_tokens) * KV * T;
   // Per-call kernel scratch of the largest Linear (K = I for down_proj, N·K =

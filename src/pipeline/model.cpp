@@ -283,12 +283,14 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
       std::copy_n(frame0.begin() + c * H * W, H * W, request.noise.begin() + c * T * H * W);
   }
 
-  // A GPU run that would not fit is refused before the first step.
   const std::array<int64_t, 2> prompts{int64_t(p.cond_ids.size()), int64_t(p.uncond_ids.size())};
   const PatchGrid grid{C, T, H, W, m.transformer.config().latent_patch_size};
-  require_run_memory(m.transformer, std::span(prompts.data(), p.uncond_ids.empty() ? 1 : 2), grid, grid.tokens(),
+  // A GPU run that would not fit is refused before the first step; with
+  // batched CFG the forward holds both passes' activations at once.
+  const bool cfg = !p.uncond_ids.empty();
+  require_run_memory(m.transformer, std::span(prompts.data(), cfg ? 2 : 1), grid, grid.tokens(),
                      m.options.activations, "generate at latent " + shape_string({1, C, T, H, W}),
-                     denoise_on_backend_latent_buffers(!p.uncond_ids.empty()));
+                     denoise_on_backend_latent_buffers(cfg), denoise_batches_cfg(m.transformer, request));
 
   auto scheduler = sched::make_scheduler(m.scheduler_config(r, T));
   draw_step_noise_from(*scheduler, generator);

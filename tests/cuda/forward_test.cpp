@@ -134,6 +134,44 @@ TEST_F(CudaForward, RepeatedCallsReuseTheCacheAndTheScratchAndGiveTheSameBits) {
   EXPECT_EQ(model.workspace_bytes(), scratch);
 }
 
+// The device loop's batched CFG step: both passes over the one device latent
+// in one forward_resident call, against two single calls. On the GPU the
+// stacked rows may get another GEMM plan than a single pass's, so the bound
+// is the bf16 one (bits are printed, not required); repeating the call gives
+// the same bits with the rotary tables of both passes built once.
+TEST_F(CudaForward, ResidentBatchWithinTheBf16BoundOfSinglePasses) {
+  Cosmos3Transformer model = load_tiny("transformer-fp8", WeightCache::None, cuda_backend());
+  const ForwardInputs cond = read_forward_inputs(*open_forward_case("video")), uncond = shorter_prompt(cond);
+  const std::size_t n = cond.latent.data.size();
+  const cuda::DeviceBuffer latent = to_device(cond.latent.data);
+  cuda::DeviceBuffer batched[2] = {poisoned<float>(n), poisoned<float>(n)};
+  cuda::DeviceBuffer alone[2] = {poisoned<float>(n), poisoned<float>(n)};
+  const ForwardInputs* both[2] = {&cond, &uncond};
+  float* const velocities[2] = {batched[0].as<float>(), batched[1].as<float>()};
+  const auto host = [&](const cuda::DeviceBuffer& buffer) {  // on the backend's stream
+    std::vector<float> out(n);
+    model.backend().download(out.data(), buffer.data(), n * sizeof(float));
+    return out;
+  };
+  for (Precision mode : {Precision::W8A16, Precision::W8A8}) {
+    model.forward_resident(both, latent.as<float>(), velocities, bf16_options(mode));
+    const std::vector<float> first[2] = {host(batched[0]), host(batched[1])};
+    model.forward_resident(both, latent.as<float>(), velocities, bf16_options(mode));
+    model.forward_resident(cond, latent.as<float>(), alone[0].as<float>(), bf16_options(mode));
+    model.forward_resident(uncond, latent.as<float>(), alone[1].as<float>(), bf16_options(mode));
+    const double bound = mode == Precision::W8A16 ? kBf16W8A16Bound : kBf16W8A8FreeRunningBound;
+    for (int i = 0; i < 2; ++i) {
+      const std::vector<float> b = host(batched[i]), a = host(alone[i]);
+      EXPECT_EQ(b, first[i]) << "sample " << i << ": the same call twice";
+      const double d = max_normalised_deviation(b, a);
+      EXPECT_LE(d, bound) << precision_json_name(mode) << " sample " << i;
+      std::printf("[ measured ] cuda resident batch %s sample %d vs single pass %.2e (%s)\n", precision_json_name(mode),
+                  i, d, same_bits(b, a) ? "same bits" : "bits differ");
+    }
+  }
+  EXPECT_EQ(model.rope_cache().builds(), 2u) << "the rotary tables of both passes, built once";
+}
+
 TEST_F(CudaForward, FloatActivationsAreRefusedWithOneLine) {
   Cosmos3Transformer model = load_tiny("transformer", WeightCache::None, cuda_backend());
   const ForwardInputs in = read_forward_inputs(*open_forward_case("image"));

@@ -7,8 +7,9 @@
 // against the CPU's bf16 run (the argument of forward_test.cpp: the two
 // backends differ only by sums taken in another order).
 //
-// On the CUDA backend denoise() runs denoise_on_backend: the latent, CFG and
-// the UniPC update stay on the GPU; the recorder's per-step tensors are the
+// On the CUDA backend denoise() runs denoise_on_backend: the latent, CFG (both
+// passes of a step in one forward, as on the host) and the UniPC update stay
+// on the GPU; the recorder's per-step tensors are the
 // only copies to the host (the CPU backend runs the same loop bit-exactly
 // with its host loop: tests/pipeline/denoise_backend_test.cpp).
 #include <gtest/gtest.h>
@@ -29,6 +30,8 @@ void run_on_both(const TrajectoryVariant& variant, TrajectoryBounds bounds) {
   EXPECT_EQ(gpu.generation_modes, cpu.generation_modes);
   EXPECT_EQ(gpu.reasoner_modes, cpu.reasoner_modes);
   EXPECT_EQ(gpu.total_codes, cpu.total_codes) << "as many W8A8 calls on both";
+  EXPECT_EQ(gpu.batched_steps, variant.forced_codes ? 0 : 8) << "CFG passes batched on the device as on the host";
+  EXPECT_EQ(gpu.batched_steps, cpu.batched_steps);
   EXPECT_LE(gpu.latents_deviation, bounds.latents);
   EXPECT_LE(gpu.v_cfg_deviation, bounds.v_cfg);
   const double latents_vs_cpu = max_normalised_deviation(gpu.latents, cpu.latents);

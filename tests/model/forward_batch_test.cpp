@@ -33,10 +33,6 @@ std::vector<ForwardInputs> golden_inputs() {
   return out;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 void expect_batch_equals_singles(const std::string& folder, Precision p, ActivationDType activations,
                                  const std::vector<std::size_t>& order) {
   const std::vector<ForwardInputs> inputs = golden_inputs();
@@ -79,14 +75,7 @@ TEST_P(ForwardBatch, W8A8BatchEqualsSeparatePasses) {
 // The CFG shape: the same latent twice with two prompts of different lengths.
 TEST_P(ForwardBatch, SameLatentTwoPromptsEqualsSeparatePasses) {
   const std::vector<ForwardInputs> inputs = golden_inputs();
-  ForwardInputs cond = inputs[0], uncond = inputs[0];
-  const int64_t L = int64_t(cond.input_ids.size()), S = int64_t(cond.position_ids.size() / 3), drop = L / 2;
-  ASSERT_GT(drop, 0);
-  // uncond: the last L - drop prompt tokens, every position shifted down.
-  uncond.input_ids.erase(uncond.input_ids.begin(), uncond.input_ids.begin() + drop);
-  uncond.position_ids.clear();
-  for (int64_t axis = 0; axis < 3; ++axis)
-    for (int64_t col = drop; col < S; ++col) uncond.position_ids.push_back(cond.position_ids[axis * S + col] - float(drop));
+  const ForwardInputs cond = inputs[0], uncond = shorter_prompt(cond);
   Cosmos3Transformer model = load_tiny("transformer-fp8");
   for (Precision p : {Precision::W8A16, Precision::W8A8}) {
     const ForwardOptions options{p, p, GetParam()};

@@ -30,6 +30,8 @@ TEST(DeviceMemoryEstimate, WorkspaceIsWhatTheForwardsGrowTo) {
   }
 }
 
+// One forward per prompt: each slot at the larger of the two; the rotary
+// tables of both prompts stay cached.
 TEST(DeviceMemoryEstimate, TwoPromptsTakeTheLargerOfEachSlot) {
   Cosmos3Transformer model = load_tiny("transformer");
   ForwardInputs cond = read_forward_inputs(*open_forward_case("video"));
@@ -50,6 +52,29 @@ TEST(DeviceMemoryEstimate, TwoPromptsTakeTheLargerOfEachSlot) {
   const std::array<int64_t, 2> prompts{L - 2, L};
   EXPECT_EQ(model.workspace_bytes(),
             estimate_workspace_bytes(model.config(), prompts, g.grid, g.noisy_tokens(), ActivationDType::BF16));
+}
+
+// CFG batching (forward_batch on the host, forward_resident with two samples
+// in the device loop): both passes' rows in the slots at once.
+TEST(DeviceMemoryEstimate, BatchedPassesHoldBothPassesActivationsAtOnce) {
+  for (ActivationDType dtype : {ActivationDType::F32, ActivationDType::BF16}) {
+    Cosmos3Transformer model = load_tiny("transformer-fp8");
+    const ForwardInputs cond = read_forward_inputs(*open_forward_case("video")), uncond = shorter_prompt(cond);
+    const ForwardGeometry g = resolve_forward_geometry(cond, model.config());
+    const ForwardInputs* both[2] = {&cond, &uncond};
+    model.forward_batch(both, {Precision::W8A8, Precision::W8A8, dtype});
+    const std::array<int64_t, 2> prompts{int64_t(cond.input_ids.size()), int64_t(uncond.input_ids.size())};
+    const std::size_t batched =
+        estimate_workspace_bytes(model.config(), prompts, g.grid, g.noisy_tokens(), dtype, true);
+    EXPECT_EQ(model.workspace_bytes(), batched) << activation_dtype_name(dtype);
+    EXPECT_GT(batched, estimate_workspace_bytes(model.config(), prompts, g.grid, g.noisy_tokens(), dtype, false));
+    const DeviceMemoryEstimate one_at_a_time =
+        estimate_run_memory(model, prompts, g.grid, g.noisy_tokens(), dtype, 8, false);
+    const DeviceMemoryEstimate in_one = estimate_run_memory(model, prompts, g.grid, g.noisy_tokens(), dtype, 8, true);
+    EXPECT_GT(in_one.scratch, one_at_a_time.scratch);
+    EXPECT_EQ(in_one.weights, one_at_a_time.weights);
+    EXPECT_EQ(in_one.understanding_kv, one_at_a_time.understanding_kv);
+  }
 }
 
 TEST(DeviceMemoryEstimate, WeightsAndCachesAddUpFromTheCheckpointAndThePrompts) {

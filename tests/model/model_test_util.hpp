@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,24 @@ inline void force_stored_codes(Cosmos3Transformer& model, std::shared_ptr<const 
     std::copy_n(stored.as<uint8_t>(), M * K, q);
     ++calls;
   });
+}
+
+// The CFG shape of a step: `cond` and an unconditional pass over the same
+// latent behind a shorter prompt (the last L - L/2 prompt tokens, every
+// position shifted down), so the two differ in length and position ids.
+inline ForwardInputs shorter_prompt(const ForwardInputs& cond) {
+  ForwardInputs uncond = cond;
+  const int64_t L = int64_t(cond.input_ids.size()), S = int64_t(cond.position_ids.size() / 3), drop = L / 2;
+  EXPECT_GT(drop, 0);
+  uncond.input_ids.erase(uncond.input_ids.begin(), uncond.input_ids.begin() + drop);
+  uncond.position_ids.clear();
+  for (int64_t axis = 0; axis < 3; ++axis)
+    for (int64_t col = drop; col < S; ++col) uncond.position_ids.push_back(cond.position_ids[axis * S + col] - float(drop));
+  return uncond;
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // "transformer" (BF16) or "transformer-fp8".

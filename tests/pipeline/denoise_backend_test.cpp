@@ -3,8 +3,9 @@
 // memory (what --device cuda runs), on the CPU backend against the host loop
 // denoise(): the same bits at every step (latents, guided velocities, final
 // latent), the same trace and calls, for UniPC (the golden trajectories,
-// forced codes included, float32 and bf16 activations) and FlowMatch Euler,
-// with and without CFG; an observer that wants nothing gets nothing copied.
+// forced codes included) and FlowMatch Euler, float32 and bf16 activations,
+// with and without CFG, the CFG passes batched in one forward (as on the
+// host) or one at a time; an observer that wants nothing gets nothing copied.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -17,15 +18,16 @@
 namespace stepmix::test {
 namespace {
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-void expect_identical(const TrajectoryVariant& variant, ActivationDType activations) {
-  SCOPED_TRACE(variant.file + " " + std::string(activation_dtype_name(activations)));
-  const TrajectoryOutcome host = run_trajectory(variant, cpu_backend(), activations);
+// The host loop runs `host_variant` (batched or not, which must not matter).
+void expect_identical(const TrajectoryVariant& variant, ActivationDType activations,
+                      const TrajectoryVariant& host_variant) {
+  SCOPED_TRACE(variant.file + " " + std::string(activation_dtype_name(activations)) +
+               (variant.batch_cfg ? " batched" : " one pass at a time"));
+  const TrajectoryOutcome host = run_trajectory(host_variant, cpu_backend(), activations);
   const TrajectoryOutcome resident = run_trajectory(variant, cpu_backend(), activations, true);
   expect_trajectory_shape(resident);
+  // Forced codes expect one pass's codes per call: never batched.
+  EXPECT_EQ(resident.batched_steps, variant.batch_cfg && !variant.forced_codes ? 8 : 0);
   EXPECT_EQ(resident.generation_modes, host.generation_modes);
   EXPECT_EQ(resident.reasoner_modes, host.reasoner_modes);
   EXPECT_EQ(resident.transformer_calls, host.transformer_calls);
@@ -35,12 +37,23 @@ void expect_identical(const TrajectoryVariant& variant, ActivationDType activati
   EXPECT_TRUE(same_bits(resident.final_latent, host.final_latent));
 }
 
+void expect_identical(const TrajectoryVariant& variant, ActivationDType activations) {
+  expect_identical(variant, activations, variant);
+}
+
 TEST(DenoiseOnBackend, GoldenTrajectoriesGiveTheHostLoopsBits) {
   for (ActivationDType activations : {ActivationDType::F32, ActivationDType::BF16}) {
     expect_identical({"dense", "transformer", {}, false}, activations);
     expect_identical({"mixed33", "transformer-fp8", {}, true}, activations);
     expect_identical({"mixed33", "transformer-fp8", {}, false}, activations);
   }
+}
+
+// Batching off on the device loop: the bits of the batched host loop still.
+TEST(DenoiseOnBackend, PassesOneAtATimeGiveTheBatchedHostLoopsBits) {
+  for (ActivationDType activations : {ActivationDType::F32, ActivationDType::BF16})
+    expect_identical({"mixed33", "transformer-fp8", {}, false, false}, activations,
+                     {"mixed33", "transformer-fp8", {}, false, true});
 }
 
 // Records only what the loop hands over.
@@ -63,7 +76,8 @@ class Counting : public DenoiseObserver {
   bool velocities_, latent_;
 };
 
-DenoiseResult run_loop(bool resident, sched::Scheduler& scheduler, double guidance, DenoiseObserver* observer) {
+DenoiseResult run_loop(bool resident, sched::Scheduler& scheduler, double guidance, DenoiseObserver* observer,
+                       ActivationDType activations = ActivationDType::F32, bool batch_cfg = true) {
   const ModelDirectory dir = ModelDirectory::open(golden_path("transformer-fp8"));
   Cosmos3Transformer transformer = Cosmos3Transformer::load(dir);
   const ResolvedPolicy policy = resolve_policy(dir.config, dir.config_path, {});
@@ -75,23 +89,32 @@ DenoiseResult run_loop(bool resident, sched::Scheduler& scheduler, double guidan
   request.latent_shape = {4, 1, 6, 8};
   request.guidance = guidance;
   request.noise = trajectory_floats(*inputs, "noise");
+  request.activations = activations;
+  request.batch_cfg = batch_cfg;
   const SequenceSettings settings = read_sequence_settings(dir.config, dir.config_path);
   return resident ? denoise_on_backend(transformer, scheduler, controller, request, settings, observer)
                   : denoise(transformer, scheduler, controller, request, settings, observer);
 }
 
 TEST(DenoiseOnBackend, EulerWithAndWithoutGuidanceGivesTheHostLoopsBits) {
-  for (double guidance : {1.0, 3.0}) {
-    SCOPED_TRACE("guidance " + std::to_string(guidance));
-    sched::FlowMatchEulerOptions o;
-    o.shift = 3.0;
-    sched::FlowMatchEulerDiscreteScheduler a(o), b(o);
-    const DenoiseResult host = run_loop(false, a, guidance, nullptr);
-    const DenoiseResult resident = run_loop(true, b, guidance, nullptr);
-    EXPECT_TRUE(same_bits(resident.latent, host.latent));
-    EXPECT_EQ(resident.trace, host.trace);
-    EXPECT_EQ(resident.transformer_calls, host.transformer_calls);
-    EXPECT_EQ(resident.transformer_calls, guidance == 1.0 ? 6 : 12);
+  for (ActivationDType activations : {ActivationDType::F32, ActivationDType::BF16}) {
+    for (double guidance : {1.0, 3.0}) {
+      for (bool batch_cfg : {true, false}) {
+        SCOPED_TRACE(std::string(activation_dtype_name(activations)) + " guidance " + std::to_string(guidance) +
+                     (batch_cfg ? " batched" : " one pass at a time"));
+        sched::FlowMatchEulerOptions o;
+        o.shift = 3.0;
+        sched::FlowMatchEulerDiscreteScheduler a(o), b(o);
+        const DenoiseResult host = run_loop(false, a, guidance, nullptr, activations);
+        const DenoiseResult resident = run_loop(true, b, guidance, nullptr, activations, batch_cfg);
+        EXPECT_TRUE(same_bits(resident.latent, host.latent));
+        EXPECT_EQ(resident.trace, host.trace);
+        EXPECT_EQ(resident.transformer_calls, host.transformer_calls);
+        EXPECT_EQ(resident.transformer_calls, guidance == 1.0 ? 6 : 12);
+        EXPECT_EQ(host.batched_steps, guidance == 1.0 ? 0 : 6);
+        EXPECT_EQ(resident.batched_steps, guidance != 1.0 && batch_cfg ? 6 : 0);
+      }
+    }
   }
 }
 

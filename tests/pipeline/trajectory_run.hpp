@@ -23,6 +23,7 @@ struct TrajectoryVariant {
   std::string folder;  // transformer or transformer-fp8
   PolicyOverrides overrides;
   bool forced_codes = false;  // substitute the stored activation codes
+  bool batch_cfg = true;      // DenoiseRequest::batch_cfg (forced codes run the passes one at a time anyway)
 };
 
 // What one run did, with its deviations from the golden file.
@@ -32,7 +33,7 @@ struct TrajectoryOutcome {
   std::vector<float> final_latent;
   std::vector<int64_t> golden_timesteps;
   std::vector<double> scheduler_timesteps;
-  int transformer_calls = 0, begins = 0;
+  int transformer_calls = 0, begins = 0, batched_steps = 0;
   int64_t mismatches = 0, far_mismatches = 0, total_codes = 0;  // computed vs stored codes (forced runs)
   double latents_deviation = 0, v_cfg_deviation = 0, final_deviation = 0;
   // The golden's per-step modes (0 = W8A16, 1 = W8A8, -1 = dense), when it has them.
@@ -130,6 +131,7 @@ inline TrajectoryOutcome run_trajectory(const TrajectoryVariant& variant, Backen
   request.guidance = trajectory_floats(*inputs, "guidance_scale")[0];
   request.noise = trajectory_floats(*inputs, "noise");
   request.activations = activations;
+  request.batch_cfg = variant.batch_cfg;
 
   TrajectoryOutcome out;
   TrajectoryRecorder recorder(golden, out);
@@ -142,6 +144,7 @@ inline TrajectoryOutcome run_trajectory(const TrajectoryVariant& variant, Backen
                     : denoise(transformer, *scheduler, controller, request, settings, &recorder);
 
   out.transformer_calls = result.transformer_calls;
+  out.batched_steps = result.batched_steps;
   out.final_latent = result.latent;
   out.golden_timesteps = trajectory_ids(*inputs, "timesteps");
   out.scheduler_timesteps = scheduler->timesteps();

@@ -8,15 +8,17 @@
 // 16 keys at a time, the B tile of S = q·kᵀ; a value block's [32][D] pairs
 // give, 16 key-pair rows × 16 dims at a time, the B tile of o += w·v.
 //
-// A task takes (KV head, 16 query rows) and the G query heads of that KV head:
-// G query tiles (16 rows × D, copied into a zero-padded scratch). Per step
-// of 128 keys:
+// A task takes (KV head, 16·R query rows) and the G query heads of that KV
+// head: G·R query tiles (16 rows × D, copied into a zero-padded scratch;
+// R = 16 / G, so 16 tiles = 256 queries for Nano's G = 4). Per step of 128
+// keys:
 //   scores  S[16 q][64 keys] per query tile, two query tiles × two key tiles
 //           at a time (4 accumulator tiles), over D in steps of 32;
-//   softmax per query row (AVX-512, as the AVX-512 kernel does it): scale,
-//           mask, running max, correction exp(old − new) applied to that
-//           row's accumulated output, weights exp(s − max) rounded to bf16
-//           (the A operand of the value product), running sum of the
+//   softmax per query tile (AVX-512, as the AVX-512 kernel does it, the 16
+//           rows' maxima and sums reduced together): mask, running max,
+//           correction 2^((old − new)·c) applied to the rows' accumulated
+//           output, weights 2^(s·c − max·c) (c = scale · log2 e) rounded to
+//           bf16 (the A operand of the value product), running sum of the
 //           rounded weights;
 //   values  O[16 q][D] += W[16 q][keys] · V, two query tiles × two 16-dim
 //           chunks at a time, O kept in float32 memory between steps.
@@ -55,9 +57,14 @@ constexpr int64_t kBlocksPerStep = 2;
 constexpr int64_t kStepKeys = kBlocksPerStep * kKeys;
 constexpr int kKeyTiles = int(kStepKeys / 16);
 constexpr int kHalves = int(kStepKeys / 32);  // 32-key A tiles of the weights
-constexpr int64_t kRows = 16;                      // query rows per tile and per task
+constexpr int64_t kRows = 16;                      // query rows per tile
 constexpr int64_t kMaxHeadDim = 256;
-constexpr int64_t kMaxGroups = 16;
+// Query tiles per task: a task takes the G heads of its KV head on
+// kMaxTiles / G tiles of 16 rows (64 rows × 4 heads for Nano), so each key
+// and value block it streams in serves 256 queries. At thousands of keys a
+// head's packed K/V (32 KiB per 64 keys) comes from beyond L2, and the tiles
+// consume it faster than it arrives when fewer queries share it.
+constexpr int64_t kMaxTiles = 16;
 
 // Per-thread state of one task, for G query tiles of D dims.
 struct TaskScratch {
@@ -65,7 +72,7 @@ struct TaskScratch {
   avx512::AlignedScratch output;   // [G][16][D] float32, unnormalised
   avx512::AlignedScratch weights;  // [G][kHalves][16][32] bf16: the step's softmax weights, A tiles
   alignas(64) float scores[2][kKeyTiles][256];  // [query tile of the pair][key tile][16 × 16]
-  float running_max[kMaxGroups * kRows], running_sum[kMaxGroups * kRows];
+  float running_max[kMaxTiles * kRows], running_sum[kMaxTiles * kRows];
 };
 
 // Accumulator tiles C(i, j) = tmm(2i + j) += A_i (tmm4 + i) · B_j (tmm6 + j)
@@ -140,68 +147,102 @@ void value_tiles(float* o0, float* o1, const uint16_t* w0, const uint16_t* w1, c
 }
 
 // Online-softmax update of one query tile from its step's scores
-// s[kKeyTiles][256] (q·k, key tile t at s[t], row r at 16r): writes the bf16
-// weights [kHalves][16][32] and rescales the tile's output rows o [16][D]
-// where the running max moved.
+// s[kKeyTiles][256] (q·k, key tile t at s[t], row r at 16r), as the AVX-512
+// kernel does it: running maxima of the raw scores, weights 2^(s·c − max·c)
+// (c = scale · log2 e) rounded to bf16 [kHalves][16][32], running sums of the
+// rounded weights; rescales the tile's output rows o [16][D] where the
+// running max moved. The 16 rows' maxima and sums are reduced together
+// (a transpose of their 16 partial vectors), so a row's update is never a
+// serial chain of horizontal reductions and no branch depends on one row.
 void softmax_tile(const AttentionProblem& p, const float (*s)[256], int64_t row_begin, int64_t key_begin,
-                  int64_t keys, float scale, float* running_max, float* running_sum, uint16_t* w, float* o) {
+                  int64_t keys, float c, float* running_max, float* running_sum, uint16_t* w, float* o) {
   const int64_t D = p.head_dim;
+  const __m512 factor = _mm512_set1_ps(c);
+  __mmask16 lanes[kRows][kKeyTiles];
+  __m512i partial[kRows];  // row r's maxima, then sums, over its key tiles: 16 lanes to reduce
   for (int64_t r = 0; r < kRows; ++r) {
     const int64_t row = row_begin + r;
     const int64_t visible = p.causal ? std::clamp<int64_t>(row + 1 - key_begin, 0, keys) : keys;
-    __m512 scores[kKeyTiles];
-    __mmask16 lanes[kKeyTiles];
     __m512 row_max = _mm512_set1_ps(-INFINITY);
     for (int t = 0; t < kKeyTiles; ++t) {
-      lanes[t] = simd::first_lanes(visible - 16 * t);
-      scores[t] = _mm512_mul_ps(_mm512_load_ps(s[t] + 16 * r), _mm512_set1_ps(scale));
-      row_max = _mm512_mask_max_ps(row_max, lanes[t], row_max, scores[t]);
+      lanes[r][t] = simd::first_lanes(visible - 16 * t);
+      row_max = _mm512_mask_max_ps(row_max, lanes[r][t], row_max, _mm512_load_ps(s[t] + 16 * r));
     }
-    const float old_max = running_max[r];
-    const float new_max = std::max(old_max, _mm512_reduce_max_ps(row_max));
-    // exp(old − new): 0 on a row's first block (old = −inf), exactly 1 where
-    // the max did not move, including rows that see no key of this block.
-    float correction = 1.0f;
-    if (new_max != old_max) correction = _mm512_cvtss_f32(simd::exp(_mm512_set1_ps(old_max - new_max)));
-    const __m512 shift = _mm512_set1_ps(new_max);
+    partial[r] = _mm512_castps_si512(row_max);
+  }
+  avx512::transpose_16x16_dwords(partial);
+  __m512 step_max = _mm512_castsi512_ps(partial[0]);  // lane r: row r's max over the step
+  for (int i = 1; i < 16; ++i) step_max = _mm512_max_ps(step_max, _mm512_castsi512_ps(partial[i]));
+  const __m512 old_max = _mm512_loadu_ps(running_max);
+  const __m512 new_max = _mm512_max_ps(old_max, step_max);
+  // 2^((old − new)·c): ~0 on a row's first step (old = −inf), exactly 1
+  // where the max did not move, including rows that see no key of this step.
+  const __mmask16 moved = _mm512_cmp_ps_mask(old_max, new_max, _CMP_NEQ_UQ);
+  const __m512 correction =
+      simd::exp2_nonpositive(_mm512_mul_ps(_mm512_maskz_sub_ps(moved, old_max, new_max), factor));
+  alignas(64) float shift_of[kRows];
+  _mm512_store_ps(shift_of, _mm512_mul_ps(new_max, factor));
+  _mm512_storeu_ps(running_max, new_max);
+
+  for (int64_t r = 0; r < kRows; ++r) {
+    const __m512 shift = _mm512_set1_ps(shift_of[r]);
     __m512 sum = _mm512_setzero_ps();
-    for (int t = 0; t < kKeyTiles; ++t) {
-      const __m512 e = _mm512_maskz_mov_ps(lanes[t], simd::exp(_mm512_sub_ps(scores[t], shift)));
-      const __m256bh rounded = _mm512_cvtneps_pbh(e);
-      // Key tile t is keys 16t .. 16t + 15 of the step: half t / 2 of the weights, columns 16 (t % 2).
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + (t / 2) * 512 + r * 32 + 16 * (t % 2)), (__m256i)rounded);
-      sum = _mm512_add_ps(sum, simd::widen_bf16((__m256i)rounded));
+    for (int t = 0; t < kKeyTiles; t += 2) {
+      const __m512 e0 = _mm512_maskz_mov_ps(
+          lanes[r][t], simd::exp2_nonpositive(_mm512_fmsub_ps(_mm512_load_ps(s[t] + 16 * r), factor, shift)));
+      const __m512 e1 = _mm512_maskz_mov_ps(
+          lanes[r][t + 1], simd::exp2_nonpositive(_mm512_fmsub_ps(_mm512_load_ps(s[t + 1] + 16 * r), factor, shift)));
+      // Key tiles t, t + 1 are keys 16t .. 16t + 31 of the step: row r of half t / 2 of the weights.
+      _mm512_storeu_si512(w + (t / 2) * 512 + r * 32, simd::round_weight_pairs(e0, e1, sum));
     }
-    running_sum[r] = running_sum[r] * correction + _mm512_reduce_add_ps(sum);
-    running_max[r] = new_max;
-    if (correction != 1.0f) {
-      const __m512 factor = _mm512_set1_ps(correction);
+    partial[r] = _mm512_castps_si512(sum);
+  }
+  avx512::transpose_16x16_dwords(partial);
+  __m512 step_sum = _mm512_castsi512_ps(partial[0]);
+  for (int i = 1; i < 16; ++i) step_sum = _mm512_add_ps(step_sum, _mm512_castsi512_ps(partial[i]));
+  _mm512_storeu_ps(running_sum, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(running_sum), correction), step_sum));
+
+  if (moved) {
+    alignas(64) float correction_of[kRows];
+    _mm512_store_ps(correction_of, correction);
+    for (int64_t r = 0; r < kRows; ++r) {
+      if (!((moved >> r) & 1)) continue;
+      const __m512 scale_by = _mm512_set1_ps(correction_of[r]);
       float* orow = o + r * D;
-      for (int64_t d = 0; d < D; d += 16) _mm512_store_ps(orow + d, _mm512_mul_ps(_mm512_load_ps(orow + d), factor));
+      for (int64_t d = 0; d < D; d += 16) _mm512_store_ps(orow + d, _mm512_mul_ps(_mm512_load_ps(orow + d), scale_by));
     }
   }
 }
 
+// Row tiles per task: as many as keep G · R query tiles within kMaxTiles.
+int64_t row_tiles_per_task(const AttentionProblem& p) { return std::max<int64_t>(1, kMaxTiles / p.groups()); }
+
+// Query tile i of a task: row tile i / G (rows row_begin + 16 · (i / G) ..),
+// query head kv_head · G + i % G.
 void attend_task(const AttentionProblem& p, const uint16_t* q, const avx512::PackedKV& kv, uint16_t* out,
                  int64_t kv_head, int64_t row_begin, int64_t row_end) {
   thread_local TaskScratch s;
   const int64_t D = p.head_dim, G = p.groups(), rows = row_end - row_begin;
-  const float scale = 1.0f / std::sqrt(float(D));
-  uint16_t* q_tiles = s.q_tiles.get<uint16_t>(std::size_t(G * kRows * D));
-  float* output = s.output.get<float>(std::size_t(G * kRows * D));
-  uint16_t* weights = s.weights.get<uint16_t>(std::size_t(G * kHalves * kRows * 32));
-  for (int64_t g = 0; g < G; ++g)
+  const int64_t tiles = (rows + kRows - 1) / kRows * G;
+  const float c = float(1.4426950408889634 / std::sqrt(double(D)));  // scale · log2 e
+  uint16_t* q_tiles = s.q_tiles.get<uint16_t>(std::size_t(tiles * kRows * D));
+  float* output = s.output.get<float>(std::size_t(tiles * kRows * D));
+  uint16_t* weights = s.weights.get<uint16_t>(std::size_t(tiles * kHalves * kRows * 32));
+  auto first_row = [&](int64_t tile) { return row_begin + (tile / G) * kRows; };
+  auto head_of = [&](int64_t tile) { return kv_head * G + tile % G; };
+  for (int64_t i = 0; i < tiles; ++i)
     for (int64_t r = 0; r < kRows; ++r) {
-      uint16_t* dst = q_tiles + (g * kRows + r) * D;
-      if (r < rows) {
-        std::memcpy(dst, q + ((row_begin + r) * p.q_heads + kv_head * G + g) * D, std::size_t(D) * 2);
+      uint16_t* dst = q_tiles + (i * kRows + r) * D;
+      const int64_t row = first_row(i) + r;
+      if (row < row_end) {
+        std::memcpy(dst, q + (row * p.q_heads + head_of(i)) * D, std::size_t(D) * 2);
       } else {
         std::memset(dst, 0, std::size_t(D) * 2);
       }
     }
-  std::fill_n(output, G * kRows * D, 0.0f);
-  std::fill_n(s.running_max, G * kRows, -INFINITY);
-  std::fill_n(s.running_sum, G * kRows, 0.0f);
+  std::fill_n(output, tiles * kRows * D, 0.0f);
+  std::fill_n(s.running_max, tiles * kRows, -INFINITY);
+  std::fill_n(s.running_sum, tiles * kRows, 0.0f);
 
   STEPMIX_TILE_LOADCONFIG(&kTileConfig);
   compiler_barrier();
@@ -217,8 +258,8 @@ void attend_task(const AttentionProblem& p, const uint16_t* q, const avx512::Pac
       vb[i] = kv.value_block(kv_head, block);
     }
     const int halves = int((keys + 31) / 32);
-    for (int64_t g = 0; g < G; g += 2) {
-      const bool pair = g + 1 < G;
+    for (int64_t g = 0; g < tiles; g += 2) {
+      const bool pair = g + 1 < tiles;
       const uint16_t* q0 = q_tiles + g * kRows * D;
       for (int64_t t0 = 0; t0 < kKeyTiles; t0 += 2) {
         if (16 * t0 >= keys) {  // no visible key in these two key tiles: their scores are masked anyway
@@ -234,7 +275,7 @@ void attend_task(const AttentionProblem& p, const uint16_t* q, const avx512::Pac
       }
       compiler_barrier();
       for (int64_t i = 0; i < (pair ? 2 : 1); ++i)
-        softmax_tile(p, s.scores[i], row_begin, key_begin, keys, scale, s.running_max + (g + i) * kRows,
+        softmax_tile(p, s.scores[i], first_row(g + i), key_begin, keys, c, s.running_max + (g + i) * kRows,
                      s.running_sum + (g + i) * kRows, weights + (g + i) * kHalves * kRows * 32,
                      output + (g + i) * kRows * D);
       compiler_barrier();
@@ -252,17 +293,17 @@ void attend_task(const AttentionProblem& p, const uint16_t* q, const avx512::Pac
   }
   STEPMIX_TILE_RELEASE();
 
-  for (int64_t g = 0; g < G; ++g)
-    for (int64_t r = 0; r < rows; ++r) {
-      const __m512 inverse_sum = _mm512_set1_ps(1.0f / s.running_sum[g * kRows + r]);
-      const float* a = output + (g * kRows + r) * D;
-      uint16_t* o = out + ((row_begin + r) * p.q_heads + kv_head * G + g) * D;
+  for (int64_t i = 0; i < tiles; ++i)
+    for (int64_t r = 0; r < kRows && first_row(i) + r < row_end; ++r) {
+      const __m512 inverse_sum = _mm512_set1_ps(1.0f / s.running_sum[i * kRows + r]);
+      const float* a = output + (i * kRows + r) * D;
+      uint16_t* o = out + ((first_row(i) + r) * p.q_heads + head_of(i)) * D;
       for (int64_t d = 0; d < D; d += 16) simd::store_bf16(o + d, _mm512_mul_ps(_mm512_load_ps(a + d), inverse_sum));
     }
 }
 
 bool tile_kernel_applies(const AttentionProblem& p) {
-  return p.head_dim % 32 == 0 && p.head_dim <= kMaxHeadDim && p.groups() <= kMaxGroups && supported();
+  return p.head_dim % 32 == 0 && p.head_dim <= kMaxHeadDim && p.groups() <= kMaxTiles && supported();
 }
 
 }  // namespace
@@ -273,10 +314,11 @@ void attention_bf16(const AttentionProblem& p, const uint16_t* q, const uint16_t
   if (!tile_kernel_applies(p)) return avx512::attention_bf16(p, q, k, v, out);
   if (p.q_rows == 0) return;
   const avx512::PackedKV packed = avx512::pack_attention_kv(p, k, v);
-  const int64_t row_blocks = (p.q_rows + kRows - 1) / kRows;
+  const int64_t task_rows = row_tiles_per_task(p) * kRows;
+  const int64_t row_blocks = (p.q_rows + task_rows - 1) / task_rows;
   ThreadPool::global().parallel_for(p.kv_heads * row_blocks, [&](int64_t task) {
-    const int64_t row_begin = (task / p.kv_heads) * kRows;
-    attend_task(p, q, packed, out, task % p.kv_heads, row_begin, std::min(p.q_rows, row_begin + kRows));
+    const int64_t row_begin = (task / p.kv_heads) * task_rows;
+    attend_task(p, q, packed, out, task % p.kv_heads, row_begin, std::min(p.q_rows, row_begin + task_rows));
   });
 }
 

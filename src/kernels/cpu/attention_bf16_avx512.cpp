@@ -5,19 +5,25 @@
 // held in one dword:
 //   keys:   [kv_head][block][D/2][64]   dword = (k[key][2p], k[key][2p+1])
 //   values: [kv_head][block][32][D]     dword = (v[2i][d], v[2i+1][d])
-// Then a task takes (KV head, 16 query rows): its G·16 queries stream over the
+// Then a task takes (KV head, 32 query rows): its G·32 queries stream over the
 // key blocks with an online softmax, 4 queries at a time. Scores of 4 queries
 // against 64 keys take 16 accumulators, each key vector loaded once for the 4
-// queries (score_group); the softmax update reduces the 4 queries' maxima and
-// sums together (softmax_group); the value product runs 4 queries × 64 output
-// dims per pass, each value vector loaded once for the 4 (value_group). Each
-// query's arithmetic depends only on the block layout, never on which thread
-// runs it.
+// queries, and the softmax update runs on them in registers
+// (score_softmax_group: maxima of the 4 queries reduced together, weights
+// 2^(s·c − max·c) with the scale folded into c, rounded to bf16 two vectors
+// at a time, sums of the rounded weights); the value product runs 4 queries ×
+// 64 output dims per pass, each value vector loaded once for the 4
+// (value_group). While a block computes, the next block's keys and values are
+// hinted toward L2, a slice per query group. Each query's arithmetic depends
+// only on the block layout, never on which thread runs it.
 //
-// Per core this reaches ~250 GFLOP/s of the ~395 vdpbf16ps peak (Zen 5,
-// head_dim 128, 2k keys): the two dot-product loops run at ~80% of peak and
-// the softmax (exp, reductions, bf16 rounding of the weights) takes ~20% of
-// the time.
+// At Nano's shapes (128 queries per task, 4 396 keys: a head's packed K/V is
+// 2.2 MiB, past L2) one thread reaches about 82–89% of the vdpbf16ps peak
+// measured beside it (bench/run-attention.sh), against 73–78% with 64-query
+// tasks, the softmax in a separate pass over stored scores and no prefetch:
+// the two dot-product loops run at the instruction's rate when their
+// operands are in L1, and what is left is the softmax (about 20 vector
+// operations per 16 scores beside 128 vdpbf16ps) and the key/value stream.
 #include "kernels/cpu/simd_avx512.hpp"
 
 #include <algorithm>
@@ -36,7 +42,11 @@ namespace {
 
 constexpr int64_t kKeys = kAttentionKeys;  // keys per block: 4 vectors of scores
 constexpr int64_t kPairs = kKeys / 2;  // key pairs per block (value product steps)
-constexpr int64_t kRowsPerTask = 16;   // query rows per task, times G heads
+// Query rows per task, times G heads (128 queries for Nano's G = 4): each
+// key/value block a task streams in is used by that many queries, and at
+// thousands of keys the blocks come from beyond L2 (a head's packed K/V is
+// 32 KiB per 64 keys), so fewer, larger tasks read less of them.
+constexpr int64_t kRowsPerTask = 32;
 constexpr int kGroup = 4;              // queries sharing each loaded key / value vector
 constexpr int64_t kDimsPerPass = 64;   // output dims per value-product pass: 4 vectors
 
@@ -97,36 +107,78 @@ inline __m128 reduce4_add(const __m512 v[4]) {
 
 // State of one task's queries (qi = row offset · G + head in group), padded
 // to whole groups of 4: padding queries repeat the last real one and are
-// never written out.
+// never written out. Maxima are of the raw scores q·k (the scale is applied
+// inside the exponent).
 struct TaskScratch {
   std::vector<float> accumulator;  // [queries, D], unnormalised output
   std::vector<float> running_max, running_sum, correction;
   std::vector<uint32_t> weights;  // [queries, 32]: this block's softmax weights, bf16 pairs
 };
 
-struct BlockView {
-  int64_t key_begin = 0, keys = 0;
-};
-
-// raw_scores[g][j] = q_g · k_j for the 64 keys of a block: 16 accumulators,
-// each key vector loaded once for the 4 queries. Kept out of line (as is
-// value_group) so that the compiler gives the loop all vector registers.
-__attribute__((noinline)) void score_group(const uint32_t* kb, const uint16_t* const (&qp)[kGroup], int64_t pairs,
-                                           float* raw_scores) {
+// Scores of queries [group, group + 4) against the 64 keys of a block and
+// their online-softmax update, in one pass over registers: the scores
+// q_g · k_j take 16 accumulators, each key vector loaded once for the 4
+// queries; then the new running maxima, the correction factors
+// 2^((old max - new max)·c), the bf16 weights 2^(s·c - max·c) (c = scale ·
+// log2 e, one rounding in the fused multiply-subtract) and the running sums of
+// the rounded weights. visible[g]: keys of the block query g sees. Kept out
+// of line (as is value_group) so that the compiler gives the loop all vector
+// registers.
+__attribute__((noinline)) void score_softmax_group(const uint32_t* kb, const uint16_t* const (&qp)[kGroup],
+                                                   int64_t pairs, const int64_t (&visible)[kGroup], float c,
+                                                   TaskScratch& s, int64_t group) {
   __m512 acc[kGroup][4];
   for (auto& row : acc)
     for (__m512& x : row) x = _mm512_setzero_ps();
   for (int64_t pr = 0; pr < pairs; ++pr) {
     const uint32_t* kt = kb + pr * kKeys;
     __m512i key[4];
-    for (int c = 0; c < 4; ++c) key[c] = _mm512_loadu_si512(kt + 16 * c);
+    for (int i = 0; i < 4; ++i) key[i] = _mm512_loadu_si512(kt + 16 * i);
     for (int g = 0; g < kGroup; ++g) {
       const __m512i query_pair = _mm512_set1_epi32(load_pair(qp[g] + 2 * pr));
-      for (int c = 0; c < 4; ++c) acc[g][c] = dot_pairs(acc[g][c], key[c], query_pair);
+      for (int i = 0; i < 4; ++i) acc[g][i] = dot_pairs(acc[g][i], key[i], query_pair);
     }
   }
-  for (int g = 0; g < kGroup; ++g)
-    for (int c = 0; c < 4; ++c) _mm512_store_ps(raw_scores + (g * 4 + c) * 16, acc[g][c]);
+
+  __mmask16 lanes[kGroup][4];
+  __m512 row_max[kGroup];
+  for (int g = 0; g < kGroup; ++g) {
+    row_max[g] = _mm512_set1_ps(-INFINITY);
+    for (int i = 0; i < 4; ++i) {
+      lanes[g][i] = simd::first_lanes(visible[g] - 16 * i);
+      row_max[g] = _mm512_mask_max_ps(row_max[g], lanes[g][i], row_max[g], acc[g][i]);
+    }
+  }
+  const __m128 old_max = _mm_loadu_ps(s.running_max.data() + group);
+  const __m128 new_max = _mm_max_ps(old_max, reduce4_max(row_max));
+  // 2^((old − new)·c): ~0 on a query's first block (old = −inf), exactly 1
+  // where the max did not move, including rows that see no key of this block.
+  const __m128 unchanged = _mm_cmpeq_ps(old_max, new_max);
+  const __m128 difference = _mm_andnot_ps(unchanged, _mm_sub_ps(old_max, new_max));
+  const __m128 correction = _mm512_castps512_ps128(
+      simd::exp2_nonpositive(_mm512_mul_ps(_mm512_zextps128_ps512(difference), _mm512_set1_ps(c))));
+  alignas(16) float shift_of[kGroup];
+  _mm_store_ps(shift_of, _mm_mul_ps(new_max, _mm_set1_ps(c)));
+
+  const __m512 factor = _mm512_set1_ps(c);
+  __m512 sums[kGroup];
+  for (int g = 0; g < kGroup; ++g) {
+    uint32_t* weights = s.weights.data() + (group + g) * kPairs;
+    const __m512 shift = _mm512_set1_ps(shift_of[g]);
+    sums[g] = _mm512_setzero_ps();
+    for (int i = 0; i < 4; i += 2) {
+      const __m512 w0 =
+          _mm512_maskz_mov_ps(lanes[g][i], simd::exp2_nonpositive(_mm512_fmsub_ps(acc[g][i], factor, shift)));
+      const __m512 w1 =
+          _mm512_maskz_mov_ps(lanes[g][i + 1], simd::exp2_nonpositive(_mm512_fmsub_ps(acc[g][i + 1], factor, shift)));
+      // Keys 16i .. 16i + 31 as bf16 pairs, the layout value_group reads.
+      _mm512_storeu_si512(weights + 8 * i, simd::round_weight_pairs(w0, w1, sums[g]));
+    }
+  }
+  const __m128 old_sum = _mm_loadu_ps(s.running_sum.data() + group);
+  _mm_storeu_ps(s.running_sum.data() + group, _mm_add_ps(_mm_mul_ps(old_sum, correction), reduce4_add(sums)));
+  _mm_storeu_ps(s.running_max.data() + group, new_max);
+  _mm_storeu_ps(s.correction.data() + group, correction);
 }
 
 // accumulator[g] (64 dims, row stride `stride`) = accumulator[g] · correction[g]
@@ -152,54 +204,17 @@ __attribute__((noinline)) void value_group(const uint32_t* vt, int64_t D, const 
     for (int c = 0; c < 4; ++c) _mm512_storeu_ps(accumulator + g * stride + 16 * c, acc[g][c]);
 }
 
-// Online-softmax update of queries [group, group + 4) from their raw scores
-// acc[g][c] (q·k for keys 16c..16c+15 of the block): new running max,
-// correction factor exp(old max − new max), bf16 weights, running sum.
-// raw_scores: [4 queries][64 keys], q·k before scaling.
-void softmax_group(const AttentionProblem& p, TaskScratch& s, const float* raw_scores, int64_t group, int64_t queries,
-                   int64_t row_begin, const BlockView& block, float scale) {
-  const int64_t G = p.groups();
-  __mmask16 lanes[kGroup][4];
-  __m512 scores[kGroup][4];
-  __m512 row_max[kGroup];
-  for (int g = 0; g < kGroup; ++g) {
-    const int64_t row = row_begin + std::min<int64_t>(group + g, queries - 1) / G;
-    const int64_t visible = p.causal ? std::min(block.keys, row + 1 - block.key_begin) : block.keys;
-    row_max[g] = _mm512_set1_ps(-INFINITY);
-    for (int c = 0; c < 4; ++c) {
-      lanes[g][c] = simd::first_lanes(visible - 16 * c);
-      scores[g][c] = _mm512_mul_ps(_mm512_load_ps(raw_scores + (g * 4 + c) * 16), _mm512_set1_ps(scale));
-      row_max[g] = _mm512_mask_max_ps(row_max[g], lanes[g][c], row_max[g], scores[g][c]);
-    }
+// Hints the next key/value block toward L2 one slice per query group while
+// this block computes: at thousands of keys the blocks come from L3.
+inline void prefetch_slice(const uint32_t* next_keys, const uint32_t* next_values, int64_t block_bytes,
+                           int64_t slice_index, int64_t slices) {
+  const int64_t lines = block_bytes / 64, per_slice = (lines + slices - 1) / slices;
+  const char* k = reinterpret_cast<const char*>(next_keys);
+  const char* v = reinterpret_cast<const char*>(next_values);
+  for (int64_t line = slice_index * per_slice; line < std::min(lines, (slice_index + 1) * per_slice); ++line) {
+    _mm_prefetch(k + 64 * line, _MM_HINT_T1);
+    _mm_prefetch(v + 64 * line, _MM_HINT_T1);
   }
-  const __m128 old_max = _mm_loadu_ps(s.running_max.data() + group);
-  const __m128 new_max = _mm_max_ps(old_max, reduce4_max(row_max));
-  // exp(old − new): 0 on a query's first block (old = −inf), exactly 1 where
-  // the max did not move, including rows that see no key of this block.
-  const __m128 unchanged = _mm_cmpeq_ps(old_max, new_max);
-  const __m128 difference = _mm_andnot_ps(unchanged, _mm_sub_ps(old_max, new_max));
-  const __m128 correction = _mm512_castps512_ps128(simd::exp(_mm512_zextps128_ps512(difference)));
-  alignas(16) float max_of[kGroup];
-  _mm_store_ps(max_of, new_max);
-
-  __m512 sums[kGroup];
-  for (int g = 0; g < kGroup; ++g) {
-    uint32_t* weights = s.weights.data() + (group + g) * kPairs;
-    const __m512 shift = _mm512_set1_ps(max_of[g]);
-    sums[g] = _mm512_setzero_ps();
-    for (int c = 0; c < 4; ++c) {
-      const __m512 w = _mm512_maskz_mov_ps(lanes[g][c], simd::exp(_mm512_sub_ps(scores[g][c], shift)));
-      const __m256bh rounded = _mm512_cvtneps_pbh(w);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(weights + 8 * c), (__m256i)rounded);
-      // The normaliser sums the rounded weights the value product uses, so
-      // the output stays a weighted mean of the values.
-      sums[g] = _mm512_add_ps(sums[g], simd::widen_bf16((__m256i)rounded));
-    }
-  }
-  const __m128 old_sum = _mm_loadu_ps(s.running_sum.data() + group);
-  _mm_storeu_ps(s.running_sum.data() + group, _mm_add_ps(_mm_mul_ps(old_sum, correction), reduce4_add(sums)));
-  _mm_storeu_ps(s.running_max.data() + group, new_max);
-  _mm_storeu_ps(s.correction.data() + group, correction);
 }
 
 void attend_task(const AttentionProblem& p, const uint16_t* q, const PackedKV& kv, uint16_t* out, int64_t kv_head,
@@ -208,8 +223,7 @@ void attend_task(const AttentionProblem& p, const uint16_t* q, const PackedKV& k
   const int64_t D = p.head_dim, pairs = D / 2, G = p.groups();
   const int64_t queries = (row_end - row_begin) * G;
   const int64_t padded = (queries + kGroup - 1) / kGroup * kGroup;
-  const float scale = 1.0f / std::sqrt(float(D));
-  alignas(64) float raw_scores[kGroup * kKeys];
+  const float c = float(1.4426950408889634 / std::sqrt(double(D)));  // scale · log2 e
   s.accumulator.assign(std::size_t(padded * D), 0.0f);
   s.running_max.assign(std::size_t(padded), -INFINITY);
   s.running_sum.assign(std::size_t(padded), 0.0f);
@@ -222,21 +236,30 @@ void attend_task(const AttentionProblem& p, const uint16_t* q, const PackedKV& k
 
   // A causal task's last row sees keys 0..row_end-1.
   const int64_t key_end = p.causal ? row_end : p.kv_rows;
-  for (int64_t b = 0; b * kKeys < key_end; ++b) {
-    const BlockView block{b * kKeys, std::min(kKeys, key_end - b * kKeys)};
+  const int64_t blocks = (key_end + kKeys - 1) / kKeys, groups = padded / kGroup;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t key_begin = b * kKeys, keys = std::min(kKeys, key_end - key_begin);
     const uint32_t* kb = kv.key_block(kv_head, b);
+    const bool prefetch = b + 1 < blocks;
 
-    // Scores of 4 queries against the 64 keys, then their softmax update.
+    // Scores of 4 queries against the 64 keys and their softmax update.
     for (int64_t group = 0; group < padded; group += kGroup) {
+      if (prefetch)
+        prefetch_slice(kv.key_block(kv_head, b + 1), kv.value_block(kv_head, b + 1), kv.block_dwords * 4,
+                       group / kGroup, groups);
       const uint16_t* qp[kGroup];
-      for (int g = 0; g < kGroup; ++g) qp[g] = query_of(group + g);
-      score_group(kb, qp, pairs, raw_scores);
-      softmax_group(p, s, raw_scores, group, queries, row_begin, block, scale);
+      int64_t visible[kGroup];
+      for (int g = 0; g < kGroup; ++g) {
+        qp[g] = query_of(group + g);
+        const int64_t row = row_begin + std::min<int64_t>(group + g, queries - 1) / G;
+        visible[g] = p.causal ? std::min(keys, row + 1 - key_begin) : keys;
+      }
+      score_softmax_group(kb, qp, pairs, visible, c, s, group);
     }
 
     // accumulator = accumulator · correction + Σ_pairs w · v, 4 queries × 64 dims per pass.
     const uint32_t* vb = kv.value_block(kv_head, b);
-    const int64_t used_pairs = (block.keys + 1) / 2;  // weights past `visible` are zero
+    const int64_t used_pairs = (keys + 1) / 2;  // weights past `visible` are zero
     for (int64_t group = 0; group < padded; group += kGroup)
       for (int64_t d0 = 0; d0 < D; d0 += kDimsPerPass)
         value_group(vb + d0, D, s.weights.data() + group * kPairs, used_pairs, s.correction.data() + group,
