@@ -4,20 +4,26 @@
 // bench/amx-device-check.sh.
 //
 // usage: amx_check [--info] [--correctness] [--blocking] [--timing] [--sweep]
-//                  [--quick] [--max-gflop G] [--budget S]
+//                  [--quick] [--nano] [--max-gflop G] [--budget S]
 //   --info         only the CPU flags, AMX permission and variants found
 //   sections (all of them when none is named):
 //   --correctness  every supported variant against "ref" on a grid of shapes,
 //                  every BF16-arithmetic operand combination, bias
 //                  none/f32/bf16, output f32/bf16; the tolerance is the one
 //                  tests/kernels/gemm_variants_test.cpp uses
-//   --blocking     "amx" only: shapes crossing its blocking, under several
-//                  blockings; each against "ref" and bit-identical to the
-//                  default blocking
+//   --blocking     "amx" only: shapes crossing its blocking (M = 1100: gemm()'s
+//                  512-row blocks of x), under several blockings; each
+//                  against "ref" and bit-identical to the default blocking
 //   --timing       GFLOP/s (best call) of "avx512" and "amx", W8A8 / W8A16 /
-//                  BF16, on ThreadPool::global() (STEPMIX_THREADS)
+//                  BF16, on ThreadPool::global() (STEPMIX_THREADS); the best
+//                  call's process CPU time too (the figure to compare on a
+//                  shared machine with STEPMIX_THREADS=1)
 //   --sweep        "amx" only: timing of a few blockings on two shapes
 //   --quick        smaller shapes everywhere (for a slow machine)
+//   --nano         timing: only "amx", W8A16 and BF16, at the Linears of a
+//                  Cosmos3-Nano-width transformer (K=4096: N=4096, 1024,
+//                  12288; K=12288: N=4096) with M = 1324 (1024 vision + 300
+//                  text tokens) and 2648 (both CFG passes in one batch)
 //   --max-gflop G  timing: skip shapes of more than G GFLOP per call
 //   --budget S     timing: stop repeating a call after S seconds (default 1)
 // Exit code 1 if any check fails, 2 on bad usage.
@@ -28,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <string>
 #include <vector>
@@ -135,6 +142,12 @@ bool kernel_variant_supported(const char* name) {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 // ---------------------------------------------------------------- correctness
 void run_correctness(bool quick) {
   struct KN { int64_t K, N; };
@@ -211,7 +224,7 @@ void run_blocking_checks(bool quick) {
   }
   struct Shape { int64_t M, N, K; };
   std::vector<Shape> shapes = {{1, 1, 1},       {5, 3, 37},      {33, 200, 300}, {40, 97, 513},
-                               {300, 100, 520}, {260, 20, 1500}, {513, 130, 1030}};
+                               {300, 100, 520}, {260, 20, 1500}, {513, 130, 1030}, {1100, 40, 300}};
   if (quick) shapes.resize(6);
   struct Named { const char* name; amx::Blocking b; bool use_default; };
   const Named blockings[] = {
@@ -290,27 +303,31 @@ GemmArgs timing_args(const Activations& x, const Weights& w, const Mode& mode, s
 }
 
 // Best call after a warm-up: at least one timed call, up to `reps`, fewer
-// once `budget` seconds are spent.
+// once `budget` seconds are spent. Wall seconds; *best_cpu (if given): the
+// least process CPU time of those calls.
 template <class Fn>
-double best_seconds(const Fn& fn, int reps, double budget) {
+double best_seconds(const Fn& fn, int reps, double budget, double* best_cpu = nullptr) {
   fn();
-  double best = 1e30, total = 0;
+  double best = 1e30, cpu_best = 1e30, total = 0;
   for (int i = 0; i < reps && (i == 0 || total < budget); ++i) {
-    const double t0 = now();
+    const double c0 = process_cpu_seconds(), t0 = now();
     fn();
     const double t = now() - t0;
     best = std::min(best, t);
+    cpu_best = std::min(cpu_best, process_cpu_seconds() - c0);
     total += t;
   }
+  if (best_cpu) *best_cpu = cpu_best;
   return best;
 }
 
-void run_timing(bool quick, double max_gflop, double budget) {
+void run_timing(bool quick, bool nano, double max_gflop, double budget) {
   const int threads = ThreadPool::global().size();
   std::printf("\n== timing: GEMM only (BF16 output, no bias), best of up to 3 calls, %d thread(s)\n", threads);
+  std::printf("columns: time,threads,mode,M,K,N,variant,wall seconds,GFLOP/s (wall),CPU seconds,GFLOP/s per CPU second\n");
   std::vector<const KernelSet*> variants;
   for (const char* name : {"avx512", "amx"})
-    if (kernel_variant_supported(name)) variants.push_back(&kernel_variant(name));
+    if (kernel_variant_supported(name) && !(nano && std::string(name) != "amx")) variants.push_back(&kernel_variant(name));
   if (variants.empty()) {
     std::printf("neither avx512 nor amx runs here\n");
     return;
@@ -319,6 +336,7 @@ void run_timing(bool quick, double max_gflop, double budget) {
   std::vector<KN> kns = {{2048, 2048}, {4096, 4096}, {4096, 12288}, {12288, 4096}};
   std::vector<int64_t> Ms = {16, 256, 1024, 4096};
   if (quick) kns = {{1024, 1024}, {2048, 2048}}, Ms = {16, 256};
+  if (nano) kns = {{4096, 4096}, {4096, 1024}, {4096, 12288}, {12288, 4096}}, Ms = {1324, 2648};
   struct Row { std::string key; double gflops[2]; };
   std::vector<Row> rows;
   const double start = now();
@@ -334,6 +352,7 @@ void run_timing(bool quick, double max_gflop, double budget) {
       const Activations x = make_activations(M, kn.K, uint64_t(M + kn.K));
       std::vector<uint16_t> y(size_t(M * kn.N));
       for (const Mode& mode : kModes) {
+        if (nano && mode.a == ActivationOperand::E4M3Codes) continue;
         Row row;
         char key[96];
         std::snprintf(key, sizeof key, "%-5s %5lld %6lld %6lld", mode.name, (long long)M, (long long)kn.K,
@@ -342,11 +361,12 @@ void run_timing(bool quick, double max_gflop, double budget) {
         row.gflops[0] = row.gflops[1] = 0;
         for (const KernelSet* v : variants) {
           const GemmArgs g = timing_args(x, w, mode, y);
-          const double t = best_seconds([&] { v->linear.gemm(g); }, 3, budget);
+          double cpu = 0;
+          const double t = best_seconds([&] { v->linear.gemm(g); }, 3, budget, &cpu);
           const double gf = gflop / t;
           row.gflops[std::string(v->name) == "amx" ? 1 : 0] = gf;
-          std::printf("time,%d,%s,%lld,%lld,%lld,%s,%.6g,%.1f\n", threads, mode.name, (long long)M, (long long)kn.K,
-                      (long long)kn.N, v->name, t, gf);
+          std::printf("time,%d,%s,%lld,%lld,%lld,%s,%.6g,%.1f,%.6g,%.1f\n", threads, mode.name, (long long)M,
+                      (long long)kn.K, (long long)kn.N, v->name, t, gf, cpu, gflop / cpu);
           std::fflush(stdout);
         }
         rows.push_back(row);
@@ -415,7 +435,7 @@ void run_sweep(bool quick, double budget) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool correctness = false, blocking = false, timing = false, sweep = false, quick = false, info = false;
+  bool correctness = false, blocking = false, timing = false, sweep = false, quick = false, nano = false, info = false;
   double max_gflop = 1e30, budget = 1.0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -431,6 +451,8 @@ int main(int argc, char** argv) {
       sweep = true;
     } else if (arg == "--quick") {
       quick = true;
+    } else if (arg == "--nano") {
+      nano = true;
     } else if (arg == "--max-gflop" && i + 1 < argc) {
       max_gflop = std::atof(argv[++i]);
     } else if (arg == "--budget" && i + 1 < argc) {
@@ -438,7 +460,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--info] [--correctness] [--blocking] [--timing] [--sweep] [--quick] "
-                   "[--max-gflop G] [--budget S]\n",
+                   "[--nano] [--max-gflop G] [--budget S]\n",
                    argv[0]);
       return 2;
     }
@@ -464,7 +486,7 @@ int main(int argc, char** argv) {
     if (info) return 0;
     if (correctness) run_correctness(quick);
     if (blocking) run_blocking_checks(quick);
-    if (timing) run_timing(quick, max_gflop, budget);
+    if (timing) run_timing(quick, nano, max_gflop, budget);
     if (sweep) run_sweep(quick, budget);
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());

@@ -83,12 +83,14 @@ TEST(GemmVariants, ShapeGridAllCombos) {
 }
 
 // Shapes that cross the optimised variants' blocking (row, column and K chunk
-// boundaries), odd K, K = 1, and large enough to run multithreaded.
+// boundaries), odd K, K = 1, and large enough to run multithreaded; M = 1100
+// takes the amx GEMM's blocks of 512 rows of x (M > 1024), the last one partial.
 TEST(GemmVariants, BlockingBoundariesAndOddK) {
   const auto variants = optimised_variants();
   if (variants.empty()) GTEST_SKIP() << "no optimised variant runs on this CPU";
   struct Shape { int64_t M, N, K; };
-  const Shape shapes[] = {{1, 1, 1}, {5, 3, 37}, {2, 130, 1030}, {33, 200, 300}, {300, 100, 520}, {40, 97, 513}, {260, 20, 1500}};
+  const Shape shapes[] = {{1, 1, 1},       {5, 3, 37},     {2, 130, 1030}, {33, 200, 300},
+                          {300, 100, 520}, {40, 97, 513},  {260, 20, 1500}, {1100, 40, 70}};
   int config = 0;
   for (const KernelSet* variant : variants)
     for (const Shape& s : shapes) {
@@ -143,13 +145,14 @@ void for_each_bf16_combo(const Problem& p, int& config, Check check) {
 
 // The AMX GEMM's blocking (work-unit sizes, K chunks, weights packed per call
 // or per unit) changes no bit of the result: the k order of every sum is the
-// same for all of them.
+// same for all of them. M = 1100: gemm() itself uses 512 rows of x per unit.
 TEST(GemmVariants, AmxBlockingDoesNotChangeBits) {
   if (!amx::supported()) GTEST_SKIP() << "amx does not run on this CPU/OS";
   const amx::Blocking blockings[] = {
       {32, 32, 32, -1}, {32, 64, 64, 1}, {64, 96, 96, 0}, {256, 256, 512, 1}, {512, 32, 1024, 0}};
   int config = 0;
-  for (const auto& [M, N, K] : {std::array<int64_t, 3>{1, 5, 16}, {40, 97, 513}, {300, 100, 520}, {70, 33, 1500}}) {
+  for (const auto& [M, N, K] : {std::array<int64_t, 3>{1, 5, 16}, {40, 97, 513}, {300, 100, 520}, {70, 33, 1500},
+                                {1100, 40, 300}}) {
     const Problem p(M, N, K, uint32_t(M + 3 * N + 5 * K));
     for_each_bf16_combo(p, config, [&](const GemmCombo& c, OutputType out, BiasType bias, size_t bytes) {
       std::vector<float> want(size_t(M * N), -1.0f), got(size_t(M * N));

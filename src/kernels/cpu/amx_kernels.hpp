@@ -28,7 +28,9 @@ void attention_bf16(const AttentionProblem& p, const uint16_t* q, const uint16_t
 // Cache blocking of the GEMM. Results do not depend on it (bit for bit): the
 // summation order over k is the same for every blocking and thread count.
 struct Blocking {
-  int64_t x_rows = 256;   // rows of x per work unit (rounded up to 32)
+  int64_t x_rows = 256;   // rows of x per work unit (rounded up to 32); gemm()
+                          // uses 512 when M > 1024 (W streams through the
+                          // cache once per block of x rows)
   int64_t w_rows = 256;   // rows of W per work unit (rounded up to 32); an upper
                           // bound that gemm() lowers to keep every thread busy
   int64_t k_chunk = 256;  // k per chunk (rounded up to 32): 2 W tiles and 2 x

@@ -23,10 +23,15 @@
 //
 // Blocking. A work unit is (x_rows rows of x) × (w_rows rows of W) and walks
 // K in chunks of k_chunk (defaults in amx_kernels.hpp: 256 × 256, 256 k;
-// fewer rows of W where that keeps every thread busy, 2048 k when M <= 32).
+// 512 rows of x when M > 1024, fewer rows of W where that keeps every thread
+// busy, 2048 k when all of x is one block of rows).
 // Per chunk: for each pair of W tiles (32 rows of W, k_chunk · 64 bytes,
 // stays in L1), for each pair of x tiles (from L2): four accumulator tiles
-// (2 W × 2 x) run over the chunk with 4 tile loads and 4 tdpbf16ps per 32 k. Between chunks the accumulators are parked in a
+// (2 W × 2 x) run over the chunk with 4 tile loads and 4 tdpbf16ps per 32 k,
+// each load placed just before the first product that reads it (tile
+// registers are not renamed: a load waits until the products still reading
+// its tile are done, so grouping the four loads first serialises loads and
+// products). Between chunks the accumulators are parked in a
 // per-thread buffer (exact: float32 stored and reloaded); after the last
 // chunk each 32×32 block goes through the epilogue straight away. The k order
 // of every sum is the same for every blocking and thread count, so results
@@ -73,6 +78,7 @@ constexpr int64_t kBlockK = 32;       // k per tile row (64 bytes of bf16)
 constexpr int64_t kTileElems = 512;   // bf16 per A/B tile, floats per 2 C tiles
 constexpr int64_t kTileStride = 64;   // bytes between tile rows, everywhere
 constexpr int64_t kCTileFloats = 256; // floats per accumulator tile
+constexpr int64_t kLargeXRows = 512;  // rows of x per unit when M > 1024
 
 
 // ---------------------------------------------------------------- micro-kernel
@@ -97,12 +103,16 @@ void tile_kernel(const uint16_t* w0, const uint16_t* w1, const uint16_t* x0, con
   for (int64_t kb = 0; kb < kbn; ++kb) {
     const int64_t offset = kb * kTileElems;
     STEPMIX_TILE_LOAD(4, w0 + offset, S);
-    if constexpr (NT == 2) STEPMIX_TILE_LOAD(5, w1 + offset, S);
     STEPMIX_TILE_LOAD(6, x0 + offset, S);
-    if constexpr (MT == 2) STEPMIX_TILE_LOAD(7, x1 + offset, S);
     STEPMIX_TILE_DPBF16PS(0, 4, 6);
-    if constexpr (MT == 2) STEPMIX_TILE_DPBF16PS(1, 4, 7);
-    if constexpr (NT == 2) STEPMIX_TILE_DPBF16PS(2, 5, 6);
+    if constexpr (MT == 2) {
+      STEPMIX_TILE_LOAD(7, x1 + offset, S);
+      STEPMIX_TILE_DPBF16PS(1, 4, 7);
+    }
+    if constexpr (NT == 2) {
+      STEPMIX_TILE_LOAD(5, w1 + offset, S);
+      STEPMIX_TILE_DPBF16PS(2, 5, 6);
+    }
     if constexpr (NT == 2 && MT == 2) STEPMIX_TILE_DPBF16PS(3, 5, 7);
   }
   STEPMIX_TILE_STORE(0, c, S);
@@ -356,7 +366,13 @@ void run(const GemmArgs& g, const Blocking& requested, bool adapt) {
   p.kb_total = (g.K + kBlockK - 1) / kBlockK;
   p.m_tiles = (g.M + kTileRows - 1) / kTileRows;
   p.n_tiles = (g.N + kTileRows - 1) / kTileRows;
-  p.unit_m_tiles = std::max<int64_t>(32, round_up(requested.x_rows, 32)) / kTileRows;
+  int64_t x_rows = std::max<int64_t>(32, round_up(requested.x_rows, 32));
+  // Many rows of x (M > 1024): every block of x rows streams all of W through
+  // the cache once, so blocks of 512 rows halve that traffic against 256;
+  // the chunk's x tiles (256 KiB) and parked sums (512 KiB at 256 rows of W)
+  // still fit a 2 MiB L2.
+  if (adapt && g.M > 2 * kLargeXRows) x_rows = std::max(x_rows, kLargeXRows);
+  p.unit_m_tiles = x_rows / kTileRows;
   p.m_blocks = (p.m_tiles + p.unit_m_tiles - 1) / p.unit_m_tiles;
   int64_t w_rows = std::max<int64_t>(32, round_up(requested.w_rows, 32));
   if (adapt) {
