@@ -13,8 +13,6 @@
 // transformer benchmark counts them (4 · D · heads per visible (query, key)
 // pair: the two products; a causal problem sees S(S+1)/2 pairs) and, when the
 // peak of the instruction it runs on was given, the fraction of it.
-#include <time.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.hpp"
 #include "core/numerics.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/attention.hpp"
@@ -51,26 +50,7 @@ const Shape kShapes[] = {
 };
 constexpr int64_t kQueryHeads = 32, kKvHeads = 8, kHeadDim = 128;
 
-double cpu_seconds() {
-  timespec t{};
-  clock_gettime(ThreadPool::global().size() == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &t);
-  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-}
-
-// Best call over at least `min_seconds` of CPU time (and 2 calls): on a
-// shared machine the shortest call is the least disturbed one.
-template <class Fn>
-double best_seconds(const Fn& fn, double min_seconds) {
-  double best = 1e30, total = 0;
-  for (int calls = 0; calls < 2 || total < min_seconds; ++calls) {
-    const double t0 = cpu_seconds();
-    fn();
-    const double dt = cpu_seconds() - t0;
-    best = std::min(best, dt);
-    total += dt;
-  }
-  return best;
-}
+using bench::best_seconds;
 
 struct Peaks {
   double f32 = 0, bf16 = 0, amx = 0;

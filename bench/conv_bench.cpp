@@ -13,8 +13,6 @@
 // GFLOP/s are per CPU second, against the same one-thread peak), GFLOP/s
 // of the multiply-accumulates executed (2 × conv3d_macs) and, when the peak
 // of the instruction it runs on was given, the fraction of it.
-#include <time.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.hpp"
 #include "core/numerics.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/conv_kernels.hpp"
@@ -62,29 +61,7 @@ const Shape kShapes[] = {
     {"pointwise_512_256_256x256", 1, 1, 1, 512, 256, 256, 256, 0},
 };
 
-// CPU time of this thread (one thread: STEPMIX_THREADS=1), or of the whole
-// process when the pool has workers (then GFLOP/s are per CPU second, to be
-// compared with the one-thread peak).
-double thread_seconds() {
-  timespec t{};
-  clock_gettime(ThreadPool::global().size() == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &t);
-  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-}
-
-// Best call of `fn` over at least `min_seconds` of CPU time (and 2 calls):
-// on a shared machine the shortest call is the least disturbed one.
-template <class Fn>
-double best_seconds(const Fn& fn, double min_seconds) {
-  double best = 1e30, total = 0;
-  for (int calls = 0; calls < 2 || total < min_seconds; ++calls) {
-    const double t0 = thread_seconds();
-    fn();
-    const double dt = thread_seconds() - t0;
-    best = std::min(best, dt);
-    total += dt;
-  }
-  return best;
-}
+using bench::best_seconds;
 
 struct Peaks {
   double f32 = 0, bf16 = 0, amx = 0;

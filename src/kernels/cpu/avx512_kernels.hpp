@@ -70,6 +70,7 @@ struct PackedKV {
 
   uint32_t* key_block(int64_t head, int64_t block) const { return keys + (head * blocks + block) * block_dwords; }
   uint32_t* value_block(int64_t head, int64_t block) const { return values + (head * blocks + block) * block_dwords; }
+  int64_t block_bytes() const { return block_dwords * 4; }
 };
 PackedKV pack_attention_kv(const AttentionProblem& p, const uint16_t* k, const uint16_t* v);
 
