@@ -175,11 +175,8 @@ void softmax_tile(const AttentionProblem& p, const float (*s)[256], int64_t row_
   for (int i = 1; i < 16; ++i) step_max = _mm512_max_ps(step_max, _mm512_castsi512_ps(partial[i]));
   const __m512 old_max = _mm512_loadu_ps(running_max);
   const __m512 new_max = _mm512_max_ps(old_max, step_max);
-  // 2^((old − new)·c): ~0 on a row's first step (old = −inf), exactly 1
-  // where the max did not move, including rows that see no key of this step.
-  const __mmask16 moved = _mm512_cmp_ps_mask(old_max, new_max, _CMP_NEQ_UQ);
-  const __m512 correction =
-      simd::exp2_nonpositive(_mm512_mul_ps(_mm512_maskz_sub_ps(moved, old_max, new_max), factor));
+  __mmask16 moved;
+  const __m512 correction = simd::softmax_correction(old_max, new_max, factor, moved);
   alignas(64) float shift_of[kRows];
   _mm512_store_ps(shift_of, _mm512_mul_ps(new_max, factor));
   _mm512_storeu_ps(running_max, new_max);

@@ -150,9 +150,11 @@ void attend_block(const AttentionProblem& p, const float* q, const float* k, con
 }  // namespace
 
 void attention_f32(const AttentionProblem& p, const float* q, const float* k, const float* v, float* out) {
-  check_attention_problem(p);
-  if (attention_f32_packed_applies(p)) return attention_f32_packed(p, q, k, v, out);
-  detail::run_attention_blocks(p, q, k, v, out, attend_block);
+  if (attention_f32_packed_applies(p)) {
+    check_attention_problem(p);
+    return attention_f32_packed(p, q, k, v, out);
+  }
+  detail::run_attention_blocks(p, q, k, v, out, attend_block);  // checks p
 }
 
 }  // namespace stepmix::kernels::avx512

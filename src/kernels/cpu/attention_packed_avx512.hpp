@@ -68,12 +68,9 @@ inline void begin_group_softmax(const __m512 (&acc)[kGroup][4], const int64_t (&
   }
   const __m128 old_max = _mm_loadu_ps(running_max);
   out.new_max = _mm_max_ps(old_max, simd::reduce4_max(row_max));
-  // ~0 on a query's first block (old = −inf), exactly 1 where the max did
-  // not move, including rows that see no key of this block.
-  const __m128 unchanged = _mm_cmpeq_ps(old_max, out.new_max);
-  const __m128 difference = _mm_andnot_ps(unchanged, _mm_sub_ps(old_max, out.new_max));
-  out.correction = _mm512_castps512_ps128(
-      simd::exp2_nonpositive(_mm512_mul_ps(_mm512_zextps128_ps512(difference), _mm512_set1_ps(c))));
+  __mmask16 moved;
+  out.correction = _mm512_castps512_ps128(simd::softmax_correction(
+      _mm512_zextps128_ps512(old_max), _mm512_zextps128_ps512(out.new_max), _mm512_set1_ps(c), moved));
   _mm_store_ps(out.shift_of, _mm_mul_ps(out.new_max, _mm_set1_ps(c)));
 }
 

@@ -37,10 +37,8 @@ struct PackedF32 {
   float* keys = nullptr;
   float* values = nullptr;
 
-  const float* key_block(int64_t head, int64_t block) const { return keys + (head * blocks + block) * block_floats; }
-  const float* value_block(int64_t head, int64_t block) const {
-    return values + (head * blocks + block) * block_floats;
-  }
+  float* key_block(int64_t head, int64_t block) const { return keys + (head * blocks + block) * block_floats; }
+  float* value_block(int64_t head, int64_t block) const { return values + (head * blocks + block) * block_floats; }
   int64_t block_bytes() const { return block_floats * 4; }
 };
 
@@ -58,8 +56,8 @@ PackedF32 pack_f32(const AttentionProblem& p, const float* k, const float* v) {
   ThreadPool::global().parallel_for(p.kv_heads * kv.blocks, [&](int64_t task) {
     const int64_t head = task % p.kv_heads, block = task / p.kv_heads, key_begin = block * kKeys;
     const int64_t keys = std::min(kKeys, p.kv_rows - key_begin);
-    float* kb = const_cast<float*>(kv.key_block(head, block));
-    float* vb = const_cast<float*>(kv.value_block(head, block));
+    float* kb = kv.key_block(head, block);
+    float* vb = kv.value_block(head, block);
     for (int64_t j = 0; j < kKeys; ++j) {
       const float* key = j < keys ? k + ((key_begin + j) * p.kv_heads + head) * D : nullptr;
       const float* value = j < keys ? v + ((key_begin + j) * p.kv_heads + head) * D : nullptr;

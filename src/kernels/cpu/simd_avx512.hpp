@@ -59,6 +59,15 @@ inline __m512 exp2_nonpositive(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// Online-softmax rescale factors 2^((old − new)·c) when the running maxima
+// move from old_max to new_max (c = scale · log2 e): exactly 1 where the max
+// did not move (rows that saw no new key among them), ~0 where old was −inf
+// (a row's first keys). `moved` gets the lanes where it moved.
+inline __m512 softmax_correction(__m512 old_max, __m512 new_max, __m512 c, __mmask16& moved) {
+  moved = _mm512_cmp_ps_mask(old_max, new_max, _CMP_NEQ_UQ);
+  return exp2_nonpositive(_mm512_mul_ps(_mm512_maskz_sub_ps(moved, old_max, new_max), c));
+}
+
 // Softmax weights of 32 consecutive keys (w_low: the first 16) rounded to
 // bf16 in key order, i.e. as 16 dwords (key 2j, key 2j + 1): the pairs
 // vdpbf16ps and tdpbf16ps read. Their values as rounded are added to `sum`
