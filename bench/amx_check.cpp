@@ -23,7 +23,8 @@
 //   --nano         timing: only "amx", W8A16 and BF16, at the Linears of a
 //                  Cosmos3-Nano-width transformer (K=4096: N=4096, 1024,
 //                  12288; K=12288: N=4096) with M = 1324 (1024 vision + 300
-//                  text tokens) and 2648 (both CFG passes in one batch)
+//                  text tokens) and 2648 (both CFG passes in one batch);
+//                  sweep: those shapes, with blockings for many rows of x
 //   --max-gflop G  timing: skip shapes of more than G GFLOP per call
 //   --budget S     timing: stop repeating a call after S seconds (default 1)
 // Exit code 1 if any check fails, 2 on bad usage.
@@ -391,7 +392,7 @@ void run_timing(bool quick, bool nano, double max_gflop, double budget) {
   std::printf("timing: %.1f s\n", now() - start);
 }
 
-void run_sweep(bool quick, double budget) {
+void run_sweep(bool quick, bool nano, double budget) {
   const int threads = ThreadPool::global().size();
   std::printf("\n== amx blocking sweep, %d thread(s): GFLOP/s per blocking (x_rows/w_rows/k_chunk/prepack)\n", threads);
   if (!kernel_variant_supported("amx")) {
@@ -401,16 +402,21 @@ void run_sweep(bool quick, double budget) {
   struct Shape { int64_t M, K, N; };
   std::vector<Shape> shapes = {{16, 4096, 4096}, {256, 4096, 4096}, {1024, 4096, 4096}, {4096, 4096, 4096}};
   if (quick) shapes = {{256, 1024, 1024}};
-  const amx::Blocking blockings[] = {
+  std::vector<amx::Blocking> blockings = {
       {256, 256, 256, -1}, {256, 256, 256, 1},  {256, 256, 128, -1}, {256, 256, 512, -1}, {256, 256, 1024, -1},
       {128, 128, 256, -1}, {512, 256, 256, -1}, {256, 512, 256, -1}, {512, 512, 256, -1}, {1024, 256, 256, -1},
       {256, 64, 2048, -1},
   };
+  if (nano) {
+    shapes = {{1324, 4096, 4096}, {1324, 4096, 12288}, {1324, 12288, 4096}, {2648, 4096, 12288}};
+    blockings = {{512, 256, 256, -1}, {512, 256, 256, 0}, {1024, 256, 256, -1}, {1024, 128, 256, 0},
+                 {2048, 128, 256, 0}, {2048, 64, 256, 0},  {2048, 128, 128, 0}, {512, 512, 256, -1}};
+  }
   for (const Shape& s : shapes) {
     const Weights w = make_weights(s.N, s.K, uint64_t(s.N * 11 + s.K));
     const Activations x = make_activations(s.M, s.K, uint64_t(s.M * 13 + s.K));
     const double gflop = 2.0 * double(s.M) * double(s.N) * double(s.K) * 1e-9;
-    for (const Mode& mode : {kModes[0], kModes[2]}) {
+    for (const Mode& mode : nano ? std::vector<Mode>{kModes[1], kModes[2]} : std::vector<Mode>{kModes[0], kModes[2]}) {
       std::vector<uint16_t> reference(size_t(s.M * s.N));
       kernel_variant("amx").linear.gemm(timing_args(x, w, mode, reference));
       std::string line;
@@ -487,7 +493,7 @@ int main(int argc, char** argv) {
     if (correctness) run_correctness(quick);
     if (blocking) run_blocking_checks(quick);
     if (timing) run_timing(quick, nano, max_gflop, budget);
-    if (sweep) run_sweep(quick, budget);
+    if (sweep) run_sweep(quick, nano, budget);
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());
     return 1;

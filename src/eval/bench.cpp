@@ -2,6 +2,8 @@
 // of each precision mode of a checkpoint (BF16 dense, W8A16 every step, W8A8
 // every step, the mixed schedule), and of the same model in a PyTorch eager
 // peer (bench/peer_generate.py, the training code's model, bf16, 2 threads).
+// The modes take turns, one generation each per round, so that the mixed
+// schedule's cost over all-W8A8 is a paired figure.
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -12,8 +14,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "core/thread_pool.hpp"
@@ -131,8 +135,8 @@ void bench(const BenchOptions& opt, std::FILE* out) {
 
   // --json is checked before anything runs and written whole at the end.
   OutputSet outputs;
-  const std::optional<OutputSet::Id> json_out =
-      opt.json_file ? std::optional(outputs.add_file("--json", *opt.json_file)) : std::nullopt;
+  OutputSet::Id json_out{};  // meaningful only with --json
+  if (opt.json_file) json_out = outputs.add_file("--json", *opt.json_file);
   if (opt.json_file) output_format_for(*opt.json_file, "--json", {OutputFormat::Json});
   outputs.validate();
 
@@ -197,50 +201,98 @@ void bench(const BenchOptions& opt, std::FILE* out) {
                  {"hardware_threads", std::thread::hardware_concurrency()},
                  {"load_average_1m", have_load ? json(load[0]) : json()},
                  {"peak_rss_bytes_after_load", rss_after_load}};
-  json modes_json = json::array();
-  std::vector<std::pair<std::string, double>> e2e_median;  // in table order
-  for (const ModeToRun& m : modes) {
+  // Every mode runs once per round, the rounds one after the other, and the
+  // order within a round rotates (round r starts at mode r mod n): a machine
+  // that gets slower or faster during the run shifts every mode alike rather
+  // than the ones that came last, which is what makes the paired mixed /
+  // W8A8 ratio below worth printing on a shared machine.
+  struct ModeRuns {
     StepTimer timer;
-    std::vector<double> e2e;
+    std::vector<double> e2e, e2e_cpu;  // per timed round
     std::string trace;
-    GenerateRequest r = request;
-    r.policy = m.policy;
-    m.model->reset_device_memory_peak();
-    for (int i = 0; i < opt.warmup + opt.repeat; ++i) {
+    int64_t device_peak = 0;
+    int64_t rss_after_first = 0;  // process peak RSS when its first generation ended
+  };
+  std::vector<ModeRuns> runs(modes.size());
+  const std::size_t n_modes = modes.size();
+  for (int round = 0; round < opt.warmup + opt.repeat; ++round) {
+    const bool timed = round >= opt.warmup;
+    for (std::size_t j = 0; j < n_modes; ++j) {
+      const std::size_t i = (std::size_t(round) + j) % n_modes;
+      const ModeToRun& m = modes[i];
+      ModeRuns& mr = runs[i];
+      GenerateRequest r = request;
+      r.policy = m.policy;
+      m.model->reset_device_memory_peak();
       StepTimer warm;
       const auto t0 = Clock::now();
-      const GenerateResult result = m.model->generate(r, i < opt.warmup ? warm.callbacks() : timer.callbacks());
+      const double cpu0 = process_cpu_ms();
+      const GenerateResult result = m.model->generate(r, timed ? mr.timer.callbacks() : warm.callbacks());
       const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      trace = trace_string(result.trace);
-      if (i >= opt.warmup) e2e.push_back(seconds);
+      mr.trace = trace_string(result.trace);
+      mr.device_peak = std::max(mr.device_peak, m.model->device_memory_peak_bytes());
+      if (mr.rss_after_first == 0) mr.rss_after_first = peak_rss_bytes();
+      if (timed) {
+        mr.e2e.push_back(seconds);
+        mr.e2e_cpu.push_back((process_cpu_ms() - cpu0) * 1e-3);
+      }
     }
+  }
+
+  json modes_json = json::array();
+  std::vector<std::pair<std::string, double>> e2e_median;  // in table order
+  for (std::size_t i = 0; i < n_modes; ++i) {
+    const ModeToRun& m = modes[i];
+    const ModeRuns& mr = runs[i];
+    const StepTimer& timer = mr.timer;
     json by_precision = json::object(), cpu_by_precision = json::object();
     for (const auto& [token, v] : timer.by_precision) by_precision[token] = median(v);
     for (const auto& [token, v] : timer.cpu_by_precision) cpu_by_precision[token] = median(v);
-    const double e2e_med = median(e2e);
+    const double e2e_med = median(mr.e2e);
     e2e_median.emplace_back(m.name, e2e_med);
     const int64_t weights = m.model->weight_bytes_resident();
     json j = {{"name", m.name},
-              {"trace", trace},
+              {"trace", mr.trace},
               {"step_ms", spread(timer.step_ms)},
               {"step_ms_median_by_precision", by_precision},
               {"step_cpu_ms", spread(timer.step_cpu_ms)},
               {"step_cpu_ms_median_by_precision", cpu_by_precision},
-              {"end_to_end_s", spread(e2e)},
+              {"end_to_end_s", spread(mr.e2e)},
+              {"end_to_end_cpu_s", spread(mr.e2e_cpu)},
               {"steps_per_s", steps / e2e_med},
               {"images_per_s", 1.0 / e2e_med},
-              {"peak_rss_bytes", peak_rss_bytes()},
+              {"peak_rss_bytes", mr.rss_after_first},
               {"weight_bytes_resident", weights},
               {"weight_cache_bytes", m.model->weight_cache_bytes()},
-              {"peak_device_memory_bytes", m.model->device_memory_peak_bytes()}};
+              {"peak_device_memory_bytes", mr.device_peak}};
     const json& s = j["step_ms"];
     char ms[64];
     std::snprintf(ms, sizeof ms, "%.2f [%.2f, %.2f]", s["median"].get<double>(), s["p10"].get<double>(),
                   s["p90"].get<double>());
-    std::fprintf(out, "%-20s %-26s %24s %11.2f %9.4g %8.4g %9.4g %9.1f %10.2f\n", m.name.c_str(), trace.c_str(), ms,
-                 median(timer.step_cpu_ms), e2e_med, steps / e2e_med, 1.0 / e2e_med, double(peak_rss_bytes()) / (1 << 20),
+    std::fprintf(out, "%-20s %-26s %24s %11.2f %9.4g %8.4g %9.4g %9.1f %10.2f\n", m.name.c_str(), mr.trace.c_str(), ms,
+                 median(timer.step_cpu_ms), e2e_med, steps / e2e_med, 1.0 / e2e_med, double(mr.rss_after_first) / (1 << 20),
                  double(weights) / (1 << 20));
     modes_json.push_back(j);
+  }
+  // What the step policy costs over running every step W8A8: per round, the
+  // mixed generation's time over the W8A8 one of the same round.
+  const auto index_of = [&](std::string_view prefix) -> std::optional<std::size_t> {
+    for (std::size_t i = 0; i < n_modes; ++i)
+      if (modes[i].name.starts_with(prefix)) return i;
+    return std::nullopt;
+  };
+  if (const auto mixed = index_of("mixed"), w8a8 = index_of("w8a8"); mixed && w8a8) {
+    std::vector<double> wall, cpu;
+    for (std::size_t r = 0; r < runs[*mixed].e2e.size(); ++r) {
+      wall.push_back(runs[*mixed].e2e[r] / runs[*w8a8].e2e[r] - 1);
+      cpu.push_back(runs[*mixed].e2e_cpu[r] / runs[*w8a8].e2e_cpu[r] - 1);
+    }
+    report["mixed_over_w8a8"] = {{"end_to_end", spread(wall)}, {"cpu", spread(cpu)}};
+    std::fprintf(out,
+                 "%s over w8a8: %+.1f%% end-to-end, %+.1f%% CPU time (median of %zu paired rounds; wall range "
+                 "[%+.1f%%, %+.1f%%])\n",
+                 modes[*mixed].name.c_str(), 100 * median(wall), 100 * median(cpu), wall.size(),
+                 100 * quantile(wall, 0), 100 * quantile(wall, 1));
   }
   report["modes"] = modes_json;
   if (opt.runtime.device == Device::Cuda) {
@@ -328,7 +380,7 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   }
   report["peer"] = peer;
   if (opt.json_file) {
-    outputs.stage_file(*json_out, report.dump(2) + "\n");
+    outputs.stage_file(json_out, report.dump(2) + "\n");
     outputs.commit();
     std::fprintf(out, "json: %s\n", opt.json_file->c_str());
   }

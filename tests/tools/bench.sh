@@ -14,14 +14,24 @@ common=(--model "$g/transformer-fp8" --prompt-ids 28,93,12,50,83,45,72,55,80,64,
 out=$("$bin" bench "${common[@]}" --reference "$g/transformer" --json "$tmp/bench.json" 2>"$tmp/err") ||
   fail "bench: $(cat "$tmp/err")"
 for row in "^bf16 .*BF16x8" "^w8a16 .*W8A16x8" "^w8a8 .*W8A8x8" "^mixed .*W8A16x3 / W8A8x2 / W8A16x3" \
+           "^mixed over w8a8: [+-][0-9.]*% end-to-end, [+-][0-9.]*% CPU time (median of 2 paired rounds" \
            "^peer: not run: skipped"; do
   grep -q "$row" <<<"$out" || fail "table lacks $row"$'\n'"$out"
 done
 for key in '"model":' '"steps": 8' '"repeat": 2' '"threads":' '"modes":' '"step_ms":' '"median":' '"p10":' \
            '"p90":' '"step_ms_median_by_precision":' '"step_cpu_ms":' '"W8A8":' '"end_to_end_s":' '"steps_per_s":' \
-           '"images_per_s":' '"peak_rss_bytes":' '"weight_bytes_resident":' '"weight_cache_bytes":' '"peer":'; do
+           '"images_per_s":' '"end_to_end_cpu_s":' '"mixed_over_w8a8":' '"peak_rss_bytes":' '"weight_bytes_resident":' '"weight_cache_bytes":' '"peer":'; do
   grep -qF -- "$key" "$tmp/bench.json" || fail "bench.json lacks $key"
 done
+# Every mode ran once per round: two timed generations each, every step timed.
+/usr/bin/python3 - "$tmp/bench.json" <<'EOF' || fail "bench.json samples"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for m in r["modes"]:
+    assert m["end_to_end_s"]["samples"] == 2 and m["end_to_end_cpu_s"]["samples"] == 2, m["name"]
+    assert m["step_ms"]["samples"] == 16, (m["name"], m["step_ms"]["samples"])
+assert r["mixed_over_w8a8"]["end_to_end"]["samples"] == 2
+EOF
 # The mapped weights of the FP8 file are resident after the runs.
 grep -q '"weight_bytes_resident": [1-9]' "$tmp/bench.json" || fail "weight bytes: $(grep weight_bytes "$tmp/bench.json")"
 
