@@ -18,8 +18,8 @@
 //  avx512  float32: with head_dim a multiple of 64 (<= 256), keys and values
 //          repacked once per call into 64-key blocks and 4 queries sharing
 //          every loaded key/value vector (attention_packed_f32_avx512.cpp);
-//          other head dims, the same blocks as ref with AVX-512F. bf16 with head_dim a
-//          multiple of 64 (<= 256) on CPUs with AVX512_BF16 uses packed
+//          other head dims, the same blocks as ref with AVX-512F. bf16 with
+//          head_dim a multiple of 64 (<= 256) on CPUs with AVX512_BF16 uses packed
 //          vdpbf16ps blocks that, as flash-attention kernels on bf16 do, round
 //          the softmax weights to bf16 before the value product, so it agrees
 //          with the twin within about 2^-8 of the values' magnitude, not bit

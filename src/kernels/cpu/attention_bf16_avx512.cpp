@@ -130,11 +130,7 @@ struct Bf16Loops {
                                                     int64_t used_pairs, const float* correction, float* accumulator,
                                                     int64_t stride) {
     __m512 acc[kGroup][4];
-    for (int g = 0; g < kGroup; ++g) {
-      const __m512 factor = _mm512_set1_ps(correction[g]);
-      for (int i = 0; i < 4; ++i)
-        acc[g][i] = _mm512_mul_ps(_mm512_loadu_ps(accumulator + g * stride + 16 * i), factor);
-    }
+    packed::load_corrected_accumulators(acc, accumulator, stride, correction);
     for (int64_t j = 0; j < used_pairs; ++j) {
       __m512i value[4];
       for (int i = 0; i < 4; ++i) value[i] = _mm512_loadu_si512(vt + j * D + 16 * i);
@@ -143,8 +139,7 @@ struct Bf16Loops {
         for (int i = 0; i < 4; ++i) acc[g][i] = dot_pairs(acc[g][i], value[i], weight_pair);
       }
     }
-    for (int g = 0; g < kGroup; ++g)
-      for (int i = 0; i < 4; ++i) _mm512_storeu_ps(accumulator + g * stride + 16 * i, acc[g][i]);
+    packed::store_accumulators(acc, accumulator, stride);
   }
 
   static void store_row(uint16_t* out, const float* accumulator, __m512 inverse_sum, int64_t D) {

@@ -91,6 +91,21 @@ inline void end_group_softmax(const GroupSoftmax& sm, const __m512 (&sums)[kGrou
   _mm_storeu_ps(correction, sm.correction);
 }
 
+// The value product's 16 accumulators (4 queries × 64 dims, row stride
+// `stride`): loaded already scaled by each query's correction, and stored
+// back.
+inline void load_corrected_accumulators(__m512 (&acc)[kGroup][4], const float* accumulator, int64_t stride,
+                                        const float* correction) {
+  for (int g = 0; g < kGroup; ++g) {
+    const __m512 factor = _mm512_set1_ps(correction[g]);
+    for (int i = 0; i < 4; ++i) acc[g][i] = _mm512_mul_ps(_mm512_loadu_ps(accumulator + g * stride + 16 * i), factor);
+  }
+}
+inline void store_accumulators(const __m512 (&acc)[kGroup][4], float* accumulator, int64_t stride) {
+  for (int g = 0; g < kGroup; ++g)
+    for (int i = 0; i < 4; ++i) _mm512_storeu_ps(accumulator + g * stride + 16 * i, acc[g][i]);
+}
+
 // Queries of rows [row_begin, row_end) on the G heads of kv_head, through the
 // kernel K:
 //   K::Element                   q/out element (uint16_t bf16 bits, float)

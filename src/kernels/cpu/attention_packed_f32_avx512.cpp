@@ -122,11 +122,7 @@ struct F32Loops {
   __attribute__((noinline)) static void value_group(const float* vt, int64_t D, const float* weights, int64_t keys,
                                                     const float* correction, float* accumulator, int64_t stride) {
     __m512 acc[kGroup][4];
-    for (int g = 0; g < kGroup; ++g) {
-      const __m512 factor = _mm512_set1_ps(correction[g]);
-      for (int i = 0; i < 4; ++i)
-        acc[g][i] = _mm512_mul_ps(_mm512_loadu_ps(accumulator + g * stride + 16 * i), factor);
-    }
+    packed::load_corrected_accumulators(acc, accumulator, stride, correction);
     for (int64_t j = 0; j < keys; ++j) {
       __m512 value[4];
       for (int i = 0; i < 4; ++i) value[i] = _mm512_loadu_ps(vt + j * D + 16 * i);
@@ -135,8 +131,7 @@ struct F32Loops {
         for (int i = 0; i < 4; ++i) acc[g][i] = _mm512_fmadd_ps(weight, value[i], acc[g][i]);
       }
     }
-    for (int g = 0; g < kGroup; ++g)
-      for (int i = 0; i < 4; ++i) _mm512_storeu_ps(accumulator + g * stride + 16 * i, acc[g][i]);
+    packed::store_accumulators(acc, accumulator, stride);
   }
 
   static void store_row(float* out, const float* accumulator, __m512 inverse_sum, int64_t D) {

@@ -85,24 +85,27 @@ inline __m512i round_weight_pairs(__m512 w_low, __m512 w_high, __m512& sum) {
 // Lane g of the result = horizontal max / sum of v[g]. Reducing the four
 // queries of an attention group together keeps their reductions side by side
 // instead of four serial shuffle chains.
-inline __m128 reduce4_max(const __m512 v[4]) {
+// Op: the lane-wise combination at 256 and 128 bits (MaxOp, AddOp).
+template <class Op>
+inline __m128 reduce4(const __m512 v[4]) {
   __m256 h[4];
-  for (int g = 0; g < 4; ++g) h[g] = _mm256_max_ps(_mm512_castps512_ps256(v[g]), _mm512_extractf32x8_ps(v[g], 1));
-  const __m256 ab = _mm256_max_ps(_mm256_unpacklo_ps(h[0], h[1]), _mm256_unpackhi_ps(h[0], h[1]));
-  const __m256 cd = _mm256_max_ps(_mm256_unpacklo_ps(h[2], h[3]), _mm256_unpackhi_ps(h[2], h[3]));
+  for (int g = 0; g < 4; ++g) h[g] = Op::f(_mm512_castps512_ps256(v[g]), _mm512_extractf32x8_ps(v[g], 1));
+  const __m256 ab = Op::f(_mm256_unpacklo_ps(h[0], h[1]), _mm256_unpackhi_ps(h[0], h[1]));
+  const __m256 cd = Op::f(_mm256_unpacklo_ps(h[2], h[3]), _mm256_unpackhi_ps(h[2], h[3]));
   const __m256 w =
-      _mm256_max_ps(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm_max_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
+      Op::f(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+  return Op::f(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
 }
-inline __m128 reduce4_add(const __m512 v[4]) {
-  __m256 h[4];
-  for (int g = 0; g < 4; ++g) h[g] = _mm256_add_ps(_mm512_castps512_ps256(v[g]), _mm512_extractf32x8_ps(v[g], 1));
-  const __m256 ab = _mm256_add_ps(_mm256_unpacklo_ps(h[0], h[1]), _mm256_unpackhi_ps(h[0], h[1]));
-  const __m256 cd = _mm256_add_ps(_mm256_unpacklo_ps(h[2], h[3]), _mm256_unpackhi_ps(h[2], h[3]));
-  const __m256 w =
-      _mm256_add_ps(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm_add_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
-}
+struct MaxOp {
+  static __m256 f(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
+  static __m128 f(__m128 a, __m128 b) { return _mm_max_ps(a, b); }
+};
+struct AddOp {
+  static __m256 f(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+  static __m128 f(__m128 a, __m128 b) { return _mm_add_ps(a, b); }
+};
+inline __m128 reduce4_max(const __m512 v[4]) { return reduce4<MaxOp>(v); }
+inline __m128 reduce4_add(const __m512 v[4]) { return reduce4<AddOp>(v); }
 
 // Hints slice `slice_index` of `slices` of the next key and value blocks
 // (`block_bytes` each) toward L2 while the current block computes: at
