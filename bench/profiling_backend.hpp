@@ -73,6 +73,12 @@ class ProfilingBackend final : public Backend {
     return linear_any(ls, M, p, [&] { return inner_.linear(ls, x, M, ys, p); });
   }
 
+  void timestep_mlp(const Linear& first, const Linear& second, const float* sinusoid, int64_t U, float* hidden,
+                    float* embedding) override {
+    const double flops = 2.0 * double(U) * double(first.out_features()) *
+                         double(first.in_features() + second.in_features());
+    timed("timestep_mlp", flops, [&] { inner_.timestep_mlp(first, second, sinusoid, U, hidden, embedding); });
+  }
   void attention(const AttentionProblem& p, const float* q, const float* k, const float* v, float* out) override {
     timed("attention", attention_flops(p), [&] { inner_.attention(p, q, k, v, out); });
   }

@@ -97,6 +97,15 @@ class Backend {
   virtual int linear(std::span<const Linear* const> linears, const uint16_t* x, int64_t M,
                      std::span<uint16_t* const> ys, Precision precision) = 0;
 
+  // ---- the timestep embedding MLP (model/embedding.hpp), float32 whatever
+  // the activation dtype: embedding [U, E] = second(SiLU(first(sinusoid
+  // [U, 256]))), hidden [U, E] its scratch, all in backend memory. Both
+  // Linears dense (BF16 or float32 weights), as Linear::forward on float32
+  // rows: the CPU runs exactly that and kernels::ref::silu; a GPU agrees
+  // within float32 rounding of the sums.
+  virtual void timestep_mlp(const Linear& first, const Linear& second, const float* sinusoid, int64_t U,
+                            float* hidden, float* embedding) = 0;
+
   // ---- attention (kernels/attention.hpp layouts)
   virtual void attention(const AttentionProblem& p, const float* q, const float* k, const float* v, float* out) = 0;
   virtual void attention(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,

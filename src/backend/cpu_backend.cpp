@@ -63,6 +63,13 @@ class CpuBackend final : public Backend {
     return linear_on_host(linears, x, M, ys, precision);
   }
 
+  void timestep_mlp(const Linear& first, const Linear& second, const float* sinusoid, int64_t U, float* hidden,
+                    float* embedding) override {
+    first.forward(sinusoid, U, hidden, Precision::BF16);
+    kernels::ref::silu(hidden, U * first.out_features());
+    second.forward(hidden, U, embedding, Precision::BF16);
+  }
+
   void attention(const AttentionProblem& p, const float* q, const float* k, const float* v, float* out) override {
     kernels::attention(p, q, k, v, out);
   }

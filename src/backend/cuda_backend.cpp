@@ -6,9 +6,11 @@
 // Activations are bf16 only: the float32-activation operations refuse with
 // kF32ActivationsAreCpuOnly (the CUDA kernels have no float32 GEMM, attention
 // or norm outputs; the float32 path exists to match float32 references on the
-// CPU). Everything is queued on one non-blocking stream in program order;
-// host copies wait for it, so a forward's results are ready when
-// download() returns. One forward at a time per process: the scratch of the
+// CPU). The one float32 product is the timestep MLP's, a few rows
+// (linear_rows_f32), as on the CPU whatever the activation dtype.
+// Everything is queued on one non-blocking stream in program order; host
+// copies wait for it, so a forward's results are ready when download()
+// returns. One forward at a time per process: the scratch of the
 // Linears (activation codes, the transient decoded weight) and the cuBLASLt
 // plans are shared by every model on the backend.
 //
@@ -139,6 +141,13 @@ class CudaBackend final : public Backend {
   int linear(std::span<const Linear* const> linears, const uint16_t* x, int64_t M, std::span<uint16_t* const> ys,
              Precision precision) override;
 
+  void timestep_mlp(const Linear& first, const Linear& second, const float* sinusoid, int64_t U, float* hidden,
+                    float* embedding) override {
+    linear_rows_f32(first, sinusoid, U, hidden);
+    cuda::silu_f32(hidden, U * first.out_features(), stream());
+    linear_rows_f32(second, hidden, U, embedding);
+  }
+
   // ---- attention
   void attention(const AttentionProblem&, const float*, const float*, const float*, float*) override { refuse_f32(); }
   void attention(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
@@ -216,7 +225,9 @@ class CudaBackend final : public Backend {
   };
 
   cuda::StreamHandle stream() const { return stream_.get(); }
-  const LinearOnDevice& on_device(const Linear& l);
+  // f32_weight: the caller takes float32 weights too (linear_rows_f32).
+  const LinearOnDevice& on_device(const Linear& l, bool f32_weight = false);
+  void linear_rows_f32(const Linear& l, const float* x, int64_t M, float* y);
   void observe_inputs(std::span<const Linear* const> linears, const uint16_t* x, int64_t M);
   void run_code_hook(const Linear& l, uint8_t* codes, int64_t M);
   void w8a8(const Linear& l, const LinearOnDevice& d, const uint8_t* codes, int64_t M, uint16_t* y);
@@ -231,14 +242,15 @@ class CudaBackend final : public Backend {
   std::vector<uint8_t> host_codes_;
 };
 
-const LinearOnDevice& CudaBackend::on_device(const Linear& l) {
+const LinearOnDevice& CudaBackend::on_device(const Linear& l, bool f32_weight) {
+  const TensorView& w = l.weight();
+  if (w.dtype != DType::F8_E4M3 && w.dtype != DType::BF16 && !(f32_weight && w.dtype == DType::F32))
+    fail(l, std::string("the CUDA backend runs BF16 and F8_E4M3 weights here, not ") +
+                std::string(dtype_name(w.dtype)));
   std::shared_ptr<LinearBackendState>& state = l.backend_state();
   if (state) {
     if (const auto* d = dynamic_cast<const LinearOnDevice*>(state.get())) return *d;
   }
-  const TensorView& w = l.weight();
-  if (w.dtype != DType::F8_E4M3 && w.dtype != DType::BF16)
-    fail(l, std::string("the CUDA backend runs BF16 and F8_E4M3 weights, not ") + std::string(dtype_name(w.dtype)));
   auto d = std::make_shared<LinearOnDevice>();
   d->weight = cuda::DeviceBuffer(w.nbytes);
   upload(d->weight.data(), w.data, w.nbytes);
@@ -260,6 +272,21 @@ const LinearOnDevice& CudaBackend::on_device(const Linear& l) {
   }
   state = d;
   return *d;
+}
+
+// The timestep MLP's dense float32 product, with Linear::forward's checks
+// and input observer.
+void CudaBackend::linear_rows_f32(const Linear& l, const float* x, int64_t M, float* y) {
+  l.check_precision(Precision::BF16);  // dense only: an FP8 layer needs W8A16 or W8A8
+  if (M < 0) fail(l, "negative row count " + std::to_string(M));
+  if (l.input_observer() && M > 0) {
+    std::vector<float> host(std::size_t(M * l.in_features()));
+    download(host.data(), x, host.size() * sizeof(float));
+    l.input_observer()(l.name(), host.data(), nullptr, M, l.in_features());
+  }
+  const LinearOnDevice& d = on_device(l, true);
+  cuda::linear_rows_f32(x, d.weight.data(), l.weight().dtype == DType::BF16, M, l.out_features(), l.in_features(),
+                        d.gemm_bias, y, stream());
 }
 
 void CudaBackend::observe_inputs(std::span<const Linear* const> linears, const uint16_t* x, int64_t M) {

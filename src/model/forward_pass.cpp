@@ -11,7 +11,7 @@
 //    rounded to bf16 once (the reference rounds after the norm and again after
 //    each rotary product);
 //  - softmax (kernels/attention.hpp), SiLU·up (rounded once);
-//  - the timestep embedding (a tiny MLP on the host).
+//  - the timestep embedding (a tiny MLP, Backend::timestep_mlp).
 // So the bf16 path differs from the float32 one only by rounding the Linear
 // inputs, Linear outputs, attention operands and softmax weights to bf16.
 //
@@ -90,7 +90,7 @@ class ForwardPass {
   std::shared_ptr<const UnderstandingKV> understanding(const Sample& s);
   std::shared_ptr<const UnderstandingKV> run_understanding(const Sample& s);
   float* embed_vision();
-  void add_timestep_embedding(const Sample& s, float* gen);
+  void add_timestep_embeddings(float* gen);
   void generation_layer(int64_t k, float* gen);
   void mlp(const MlpWeights& w, const T* x, int64_t rows, T* out, Precision precision);
   const float* read_out(const float* gen);
@@ -268,49 +268,61 @@ float* ForwardPass<T>::embed_vision() {
     linear(w_.proj_in, patches, R, gen, Precision::BF16);
   }
   if (opt_.debug) record("vision_proj_in", {R, E}, gen);
-  for (const Sample& s : samples_) add_timestep_embedding(s, gen + s.row0 * E);
+  add_timestep_embeddings(gen);
   return gen;
 }
 
-// gen: this sample's [Nv, E] rows. The embedding MLP runs once per distinct
-// timestep (usually one for all Nn tokens), on the host; each row is computed
-// on its own, so broadcasting is exact.
+// gen: [R, E], every sample's rows. Noisy tokens get the embedding of their
+// timestep. The MLP runs once per call, on the distinct timesteps of all
+// samples (usually one: the two CFG passes of a step share it), in backend
+// memory; each of its rows is computed on its own, so sharing and
+// broadcasting are exact.
 template <class T>
-void ForwardPass<T>::add_timestep_embedding(const Sample& s, float* gen) {
-  const int64_t E = c_.hidden_size, Nn = s.Nn(), per_frame = s.g.grid.tokens_per_frame();
-  if (Nn == 0) return;
-  std::vector<float> distinct = s.g.noisy_timesteps;
+void ForwardPass<T>::add_timestep_embeddings(float* gen) {
+  const int64_t E = c_.hidden_size;
+  std::vector<float> distinct;
+  for (const Sample& s : samples_)
+    distinct.insert(distinct.end(), s.g.noisy_timesteps.begin(), s.g.noisy_timesteps.end());
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
   const int64_t U = int64_t(distinct.size());
+  if (U == 0) return;
   const std::vector<float> sinusoid = timestep_sinusoid(distinct, c_.timestep_scale);  // [U, 256]
-  std::vector<float> hidden(std::size_t(U * E)), embedding(std::size_t(U * E));
-  w_.time_linear_1.forward(sinusoid.data(), U, hidden.data(), Precision::BF16);
-  kernels::ref::silu(hidden.data(), U * E);
-  w_.time_linear_2.forward(hidden.data(), U, embedding.data(), Precision::BF16);
-  float* table = ws_.get<float>(Slot::embedding, U * E);
-  b_.upload(table, embedding.data(), embedding.size() * sizeof(float));
-
-  // Noisy token j (the (j / Hp·Wp)-th noisy frame f, spatial index s) sits at
-  // packed row f·Hp·Wp + s; runs of tokens of one frame with one timestep get
-  // their embedding row in one call.
-  std::vector<float> temb;  // [Nn, E], only for the debug record
-  if (opt_.debug) temb.resize(std::size_t(Nn * E));
-  auto row_of = [&](int64_t j) {
-    const float t = s.g.noisy_timesteps[std::size_t(j)];
-    return std::lower_bound(distinct.begin(), distinct.end(), t) - distinct.begin();
-  };
-  for (int64_t j = 0; j < Nn;) {
-    const int64_t u = row_of(j), frame_end = (j / per_frame + 1) * per_frame;
-    int64_t end = j + 1;
-    while (end < frame_end && row_of(end) == u) ++end;
-    const int64_t first_row = s.g.noisy_frames[std::size_t(j / per_frame)] * per_frame + j % per_frame;
-    b_.add_row(gen + first_row * E, end - j, E, table + u * E);
-    if (opt_.debug)
-      for (int64_t r = j; r < end; ++r) std::copy_n(embedding.data() + u * E, E, temb.data() + r * E);
-    j = end;
+  float* sinusoid_rows = ws_.get<float>(Slot::time_sinusoid, U * kTimestepChannels);
+  b_.upload(sinusoid_rows, sinusoid.data(), sinusoid.size() * sizeof(float));
+  float* hidden = ws_.get<float>(Slot::time_hidden, U * E);
+  float* table = ws_.get<float>(Slot::embedding, U * E);  // [U, E]
+  b_.timestep_mlp(w_.time_linear_1, w_.time_linear_2, sinusoid_rows, U, hidden, table);
+  std::vector<float> host_table;  // only for the debug record
+  if (opt_.debug) {
+    host_table.resize(std::size_t(U * E));
+    b_.download(host_table.data(), table, host_table.size() * sizeof(float));
   }
-  if (opt_.debug) opt_.debug->record("timestep_embed", {Nn, E}, temb.data());
+
+  for (const Sample& s : samples_) {
+    const int64_t Nn = s.Nn(), per_frame = s.g.grid.tokens_per_frame();
+    float* rows = gen + s.row0 * E;  // this sample's [Nv, E]
+    auto row_of = [&](int64_t j) {
+      const float t = s.g.noisy_timesteps[std::size_t(j)];
+      return std::lower_bound(distinct.begin(), distinct.end(), t) - distinct.begin();
+    };
+    // Noisy token j (the (j / Hp·Wp)-th noisy frame f, spatial index s)
+    // sits at packed row f·Hp·Wp + s; runs of tokens of one frame with one
+    // timestep get their embedding row in one call.
+    for (int64_t j = 0; j < Nn;) {
+      const int64_t u = row_of(j), frame_end = (j / per_frame + 1) * per_frame;
+      int64_t end = j + 1;
+      while (end < frame_end && row_of(end) == u) ++end;
+      const int64_t first_row = s.g.noisy_frames[std::size_t(j / per_frame)] * per_frame + j % per_frame;
+      b_.add_row(rows + first_row * E, end - j, E, table + u * E);
+      j = end;
+    }
+    if (opt_.debug && Nn > 0) {
+      std::vector<float> temb(std::size_t(Nn * E));  // [Nn, E]
+      for (int64_t j = 0; j < Nn; ++j) std::copy_n(host_table.data() + row_of(j) * E, E, temb.data() + j * E);
+      opt_.debug->record("timestep_embed", {Nn, E}, temb.data());
+    }
+  }
 }
 
 // gen: [R, E] in place through one decoder layer's generation half; each

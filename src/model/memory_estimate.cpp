@@ -54,7 +54,11 @@ std::size_t estimate_workspace_bytes(const Cosmos3Config& c, std::span<const int
     need(Slot::up, bytes_of(rows * I, t));
     if (c.has_gate_proj()) need(Slot::gate, bytes_of(rows * I, t));
     need(Slot::patches, bytes_of(R * F, f));
-    if (Nn > 0) need(Slot::embedding, bytes_of(E, f));  // one timestep: one embedding row
+    if (Nn > 0) {  // one timestep (the samples of a call share it): one row of the MLP
+      need(Slot::time_sinusoid, bytes_of(kTimestepChannels, f));
+      need(Slot::time_hidden, bytes_of(E, f));
+      need(Slot::embedding, bytes_of(E, f));
+    }
     need(Slot::output, bytes_of(noisy * F, f));
     if (bf16) {  // the bf16 latent and the bf16 read-out reuse slots
       need(Slot::normed, bytes_of(R * F, t));
@@ -95,8 +99,11 @@ DeviceMemoryEstimate estimate_run_memory(Cosmos3Transformer& transformer, std::s
       max_weight = std::max(max_weight, l.out_features() * l.in_features());
     }
   });
-  // proj_in [E, p²C] and proj_out [p²C, E], bf16 with bf16 biases.
+  // proj_in [E, p²C] and proj_out [p²C, E], bf16 with bf16 biases; the
+  // timestep MLP's two Linears as stored.
   e.weights += bytes_of(2 * E * F + E + F, 2);
+  for (const Linear* l : {&transformer.weights().time_linear_1, &transformer.weights().time_linear_2})
+    e.weights += l->weight().nbytes + (l->bias() ? l->bias()->nbytes : 0);
   // Norm weights as float32: four [E] and up to five [D] per layer, two [E].
   e.weights += bytes_of(c.num_hidden_layers * (4 * E + 5 * D) + 2 * E, 4);
 

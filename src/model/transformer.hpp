@@ -60,6 +60,7 @@ class Cosmos3Transformer {
   const std::vector<std::string>& warnings() const { return warnings_; }
   const GovernedCounts& governed_counts() const { return weights_.governed; }
   bool has_fp8() const { return weights_.has_fp8(); }
+  const Cosmos3Weights& weights() const { return weights_; }
   Backend& backend() const { return *backend_; }
 
   // One call: velocity [1, C, T, H, W], zero at conditioning frames.

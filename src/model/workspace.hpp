@@ -34,6 +34,8 @@ enum class Slot {
   gate,       // [rows, I]
   patches,    // [R, p²C] float32: the patchified latents
   embedding,  // [U, E] float32: one timestep embedding per distinct timestep
+  time_sinusoid,  // [U, 256] float32: the timestep MLP's input
+  time_hidden,    // [U, E] float32: its hidden layer
   output,     // [Σ Nn, p²C] float32: the read-out
   count
 };

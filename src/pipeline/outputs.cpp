@@ -61,10 +61,9 @@ GenerationOutputs::GenerationOutputs(const Model& model, const GeneratePlan& pla
   // What the paths are is checked first (a FIFO or a folder is refused as
   // such), then what their extensions ask for. A character device (/dev/null)
   // takes the option's format whatever its name.
-  const std::optional<OutputSet::Id> out_id =
-      request.out ? std::optional(m.set.add_file("--out", *request.out)) : std::nullopt;
-  const std::optional<OutputSet::Id> latents_id =
-      request.save_latents ? std::optional(m.set.add_file("--save-latents", *request.save_latents)) : std::nullopt;
+  // Read only under the request's option that sets them.
+  const OutputSet::Id out_id = request.out ? m.set.add_file("--out", *request.out) : 0;
+  const OutputSet::Id latents_id = request.save_latents ? m.set.add_file("--save-latents", *request.save_latents) : 0;
   m.vae = vae_stage_of(model);
   if (request.frames_dir) {
     if (!m.vae)
@@ -89,18 +88,18 @@ GenerationOutputs::GenerationOutputs(const Model& model, const GeneratePlan& pla
         throw Error("output", "--out " + *request.out + ": video is decoded by the model's vae/, and " +
                                   model.info().path + " has none; write the latent with --out FILE.safetensors");
       m.video = request.out;
-      m.decode_ids.video = *out_id;
+      m.decode_ids.video = out_id;
     } else if (format == OutputFormat::Png) {
       if (!plan.image_output)
         throw Error("output", "--out " + *request.out + ": this model's latent is not a picture (" +
                                   std::to_string(plan.latent_shape[0]) +
                                   " channels, no VAE decoder in stepmix); write the latent with --out FILE.safetensors");
       m.image = request.out;
-      m.image_id = *out_id;
-      if (m.vae) m.decode_ids.image = *out_id;
+      m.image_id = out_id;
+      if (m.vae) m.decode_ids.image = out_id;
     } else {
       m.latents = request.out;
-      m.latents_id = *out_id;
+      m.latents_id = out_id;
     }
   }
   if (request.save_latents) {
@@ -109,7 +108,7 @@ GenerationOutputs::GenerationOutputs(const Model& model, const GeneratePlan& pla
       throw Error("output", "--save-latents " + *request.save_latents + ": --out " + *m.latents +
                                 " writes the latent already; give one of them");
     m.latents = request.save_latents;
-    m.latents_id = *latents_id;
+    m.latents_id = latents_id;
   }
   if (m.vae && (m.image || m.video || m.frames_dir)) m.vae->check_decode_memory(plan.latent_shape, m.image.has_value());
 }

@@ -2,7 +2,7 @@
 // how it refuses without a usable GPU (checked on every machine), and on a GPU
 // its Linears against the CPU backend's (dense, W8A16 transient and cached,
 // W8A8 with sibling sharing and code hooks), resident constants, copies and
-// the memory check.
+// the memory check, and the float32 timestep MLP.
 //
 // Linear bounds, per output element with CPU value c and S = Σ|x·w| (scaled
 // as the output): both sides round one float32 sum to bf16 (2^-9·|e| each)
@@ -191,6 +191,89 @@ TEST_F(CudaBackend, DenseLinearsAgreeWithTheCpuAndRefuseFloat32Weights) {
   });
   EXPECT_TRUE(contains(message, "'f32'")) << message;
   EXPECT_TRUE(contains(message, "F32")) << message;
+}
+
+// A dense float32-weight Linear (the timestep MLP may store its weights so).
+struct F32Linear {
+  std::vector<float> weight, bias;
+  Linear linear;
+  F32Linear(const std::string& name, int64_t N, int64_t K, uint32_t seed)
+      : weight(normal_floats(std::size_t(N * K), seed, 1.0f / std::sqrt(float(K)))),
+        bias(normal_floats(std::size_t(N), seed + 1, 0.1f)),
+        linear([&] {
+          LinearWeights lw;
+          lw.name = name;
+          lw.weight = view(name + ".weight", DType::F32, {N, K}, weight.data(), weight.size() * 4);
+          lw.bias = view(name + ".bias", DType::F32, {N}, bias.data(), bias.size() * 4);
+          return Linear(std::move(lw));
+        }()) {}
+};
+
+// The timestep MLP in float32 (Backend::timestep_mlp) against the CPU's.
+// Both sides sum K float32 products in different orders, each within
+// K·2^-24·S of the exact sum (S = Σ|x·w| + |b|), so they differ by at most
+// twice that; SiLU is 1.1-Lipschitz and rounds once more (2^-24 relative);
+// the second layer carries the hidden layer's differences through Σ|w|.
+TEST_F(CudaBackend, TimestepMlpAgreesWithTheCpuForBf16AndFloat32Weights) {
+  const int64_t U = 3, K = 256;
+  for (const int64_t E : {int64_t(96), int64_t(100)}) {
+    LinearData d1;
+    const Linear first = make_linear(d1, "time_linear_1", E, K, false, 0, E == 96 ? BiasKind::Bf16 : BiasKind::None,
+                                     61);
+    const F32Linear second("time_linear_2", E, E, 62);
+    const std::vector<float> sinusoid = normal_floats(std::size_t(U * K), 63, 0.7f);
+    std::vector<float> cpu_hidden(std::size_t(U * E)), cpu_embedding(std::size_t(U * E));
+    cpu_backend().timestep_mlp(first, second.linear, sinusoid.data(), U, cpu_hidden.data(), cpu_embedding.data());
+
+    const auto dx = on_gpu(sinusoid);
+    auto hidden = gpu().allocate(cpu_hidden.size() * 4), embedding = gpu().allocate(cpu_embedding.size() * 4);
+    gpu().timestep_mlp(first, second.linear, dx->as<float>(), U, hidden->as<float>(), embedding->as<float>());
+    const std::vector<float> h = from_gpu<float>(*hidden, cpu_hidden.size());
+    const std::vector<float> e = from_gpu<float>(*embedding, cpu_embedding.size());
+
+    std::vector<double> h_bound(std::size_t(U * E));
+    for (int64_t u = 0; u < U; ++u)
+      for (int64_t n = 0; n < E; ++n) {
+        double s = d1.bias_bf16.empty() ? 0.0 : std::fabs(double(bf16_to_float(d1.bias_bf16[std::size_t(n)])));
+        for (int64_t k = 0; k < K; ++k)
+          s += std::fabs(double(sinusoid[std::size_t(u * K + k)]) * d1.exact[std::size_t(n * K + k)]);
+        const std::size_t i = std::size_t(u * E + n);
+        h_bound[i] = 1.1 * std::ldexp(2.0 * double(K + 1) * s, -24) + std::ldexp(std::fabs(cpu_hidden[i]), -23);
+        ASSERT_LE(std::fabs(double(h[i]) - cpu_hidden[i]), h_bound[i]) << "hidden, E " << E << " row " << u << " " << n;
+      }
+    for (int64_t u = 0; u < U; ++u)
+      for (int64_t n = 0; n < E; ++n) {
+        double s = std::fabs(double(second.bias[std::size_t(n)])), carried = 0;
+        for (int64_t k = 0; k < E; ++k) {
+          const double w = second.weight[std::size_t(n * E + k)];
+          s += std::fabs(double(cpu_hidden[std::size_t(u * E + k)]) * w);
+          carried += std::fabs(w) * h_bound[std::size_t(u * E + k)];
+        }
+        const std::size_t i = std::size_t(u * E + n);
+        ASSERT_LE(std::fabs(double(e[i]) - cpu_embedding[i]), std::ldexp(2.0 * double(E + 1) * s, -24) + carried)
+            << "embedding, E " << E << " row " << u << " " << n;
+      }
+  }
+
+  // The float32 weight serves the MLP only: a bf16 Linear call on the same
+  // layer is still refused, and an FP8 layer is refused by the MLP.
+  const F32Linear f32("f32_after_mlp", 64, 256, 64), square("square", 64, 64, 65);
+  auto x = gpu().allocate(256 * 4), mid = gpu().allocate(64 * 4), y = gpu().allocate(64 * 4);
+  auto y16 = gpu().allocate(64 * 2);
+  gpu().upload(x->data(), std::vector<float>(256, 0.25f).data(), 256 * 4);
+  gpu().timestep_mlp(f32.linear, square.linear, x->as<float>(), 1, mid->as<float>(), y->as<float>());
+  const std::string refused = error_of([&] {
+    gpu().linear(std::vector<const Linear*>{&f32.linear}, x->as<uint16_t>(), 1,
+                 std::vector<uint16_t*>{y16->as<uint16_t>()}, Precision::BF16);
+  });
+  EXPECT_TRUE(contains(refused, "'f32_after_mlp'")) << refused;
+  EXPECT_TRUE(contains(refused, "not F32")) << refused;
+  LinearData d8;
+  const Linear fp8 = make_linear(d8, "fp8_time", 64, 256, true, 1.0f, BiasKind::None, 66);
+  const std::string fp8_refused = error_of([&] {
+    gpu().timestep_mlp(fp8, square.linear, x->as<float>(), 1, mid->as<float>(), y->as<float>());
+  });
+  EXPECT_TRUE(contains(fp8_refused, "fp8_time")) << fp8_refused;
 }
 
 TEST_F(CudaBackend, CodeHooksSeeTheCodesAndTheirChangesReachTheGemm) {

@@ -94,6 +94,14 @@ void gemm_w8a8(GemmRunner& runner, const uint8_t* x_codes, const uint8_t* w_code
 void gemm_w8a16(GemmRunner& runner, const uint16_t* x, const uint8_t* w_codes, float weight_scale, int64_t M,
                 int64_t N, int64_t K, GemmBias bias, uint16_t* decoded, uint16_t* y, StreamHandle stream);
 
+// float32 y[M, N] = x[M, K] · W[N, K]ᵀ (+ bias[N]) for a few rows (the
+// timestep MLP, M = distinct timesteps): W bf16 (widened exactly) or float32,
+// float32 sums (one warp per output: 32 fused lane sums added pairwise), so
+// it agrees with the CPU's dense float32 Linear within float32 rounding of
+// the sums. M at most 65 535.
+void linear_rows_f32(const float* x, const void* w, bool w_is_bf16, int64_t M, int64_t N, int64_t K, GemmBias bias,
+                     float* y, StreamHandle stream);
+
 // ================================================================ attention
 // Layouts of kernels/attention.hpp, bf16: q [q_rows, q_heads, D], k and v
 // [kv_rows, kv_heads, D], out [q_rows, q_heads, D]; GQA (query head h reads
@@ -142,6 +150,9 @@ void head_norm_rotary_bf16(uint16_t* x, int64_t rows, int64_t heads, int64_t hea
                            float eps, NormKind kind, const float* cos, const float* sin, StreamHandle stream);
 // out[i] = bf16(SiLU(gate[i]) · up[i]); out may alias gate or up.
 void silu_gate_bf16(const uint16_t* gate, const uint16_t* up, int64_t count, uint16_t* out, StreamHandle stream);
+// x[i] = SiLU(x[i]) = x / (1 + exp(-x)) in float32, in place (the timestep
+// MLP): kernels::ref::silu.
+void silu_f32(float* x, int64_t count, StreamHandle stream);
 // x[i] = bf16(relu(x[i])²), in place.
 void relu_squared_bf16(uint16_t* x, int64_t count, StreamHandle stream);
 // residual[i] += float(y[i]).

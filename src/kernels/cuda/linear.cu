@@ -1,5 +1,6 @@
 // The Linears' own kernels: E4M3 activation quantization (W8A8), FP8 weight
-// decode to bf16 (W8A16), and the float32-bias epilogue of the GEMMs.
+// decode to bf16 (W8A16), the float32-bias epilogue of the GEMMs, and the
+// float32 product of a few rows (the timestep MLP).
 // Memory-bound: 8 consecutive elements per thread with 16-byte (activation,
 // bf16) and 8-byte (code) accesses when the pointers allow it.
 #include <cuda_runtime.h>
@@ -81,6 +82,34 @@ struct AddBiasRound {
   __device__ void one(int64_t i) const { y[i] = float_to_bf16_rne(__fadd_rn(acc[i], bias[i % N])); }
 };
 
+// ---------------------------------------------------------------- float32 rows (the timestep MLP)
+constexpr int kRowsWarpsPerBlock = 8;
+
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ float widen(uint16_t v) { return bf16_to_float(v); }
+
+// One warp per output y[row, n]: lane L sums x[k]·w[k] for k ≡ L (mod 32)
+// with fused multiply-adds, then the 32 partial sums are added pairwise
+// across the warp, then the bias. blockIdx.y = row.
+template <class W>
+__global__ void linear_rows_f32_kernel(const float* __restrict__ x, const W* __restrict__ w,
+                                       const void* __restrict__ bias, kernels::BiasType bias_type, int64_t N,
+                                       int64_t K, float* __restrict__ y) {
+  const int64_t n = int64_t(blockIdx.x) * kRowsWarpsPerBlock + threadIdx.x / 32;
+  if (n >= N) return;  // whole warps leave together
+  const int lane = threadIdx.x % 32;
+  const float* x_row = x + int64_t(blockIdx.y) * K;
+  const W* w_row = w + n * K;
+  float s = 0.0f;
+  for (int64_t k = lane; k < K; k += 32) s = __fmaf_rn(x_row[k], widen(w_row[k]), s);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) s = __fadd_rn(s, __shfl_xor_sync(0xFFFFFFFFu, s, offset));
+  if (lane != 0) return;
+  if (bias_type == kernels::BiasType::F32) s = __fadd_rn(s, static_cast<const float*>(bias)[n]);
+  if (bias_type == kernels::BiasType::BF16) s = __fadd_rn(s, bf16_to_float(static_cast<const uint16_t*>(bias)[n]));
+  y[int64_t(blockIdx.y) * N + n] = s;
+}
+
 void check_pointers(const char* function, int64_t count, const void* in, const void* out) {
   require(count == 0 || (in && out), function, "null device pointer");
 }
@@ -104,6 +133,28 @@ void dequantize_e4m3_to_bf16(const uint8_t* codes, int64_t count, float weight_s
   check_pointers("dequantize_e4m3_to_bf16", count, codes, out);
   launch_each_by_eight("dequantize_e4m3_to_bf16", Decode{codes, weight_scale, out}, count,
                        aligned(codes, 8) && aligned(out, 16), stream);
+}
+
+void linear_rows_f32(const float* x, const void* w, bool w_is_bf16, int64_t M, int64_t N, int64_t K, GemmBias bias,
+                     float* y, StreamHandle stream) {
+  require(M >= 0 && N > 0 && K > 0, "linear_rows_f32",
+          "expected M >= 0, N > 0 and K > 0, got M " + std::to_string(M) + ", N " + std::to_string(N) + ", K " +
+              std::to_string(K));
+  require(M <= 65535, "linear_rows_f32", std::to_string(M) + " rows (at most 65535: one grid row each)");
+  require(bias.type == kernels::BiasType::None || bias.data, "linear_rows_f32", "null bias pointer");
+  if (M == 0) return;
+  check_pointers("linear_rows_f32", M, x, y);
+  require(w != nullptr, "linear_rows_f32", "null weight pointer");
+  const dim3 grid(unsigned((N + kRowsWarpsPerBlock - 1) / kRowsWarpsPerBlock), unsigned(M));
+  const int threads = 32 * kRowsWarpsPerBlock;
+  if (w_is_bf16) {
+    linear_rows_f32_kernel<<<grid, threads, 0, stream>>>(x, static_cast<const uint16_t*>(w), bias.data, bias.type, N,
+                                                         K, y);
+  } else {
+    linear_rows_f32_kernel<<<grid, threads, 0, stream>>>(x, static_cast<const float*>(w), bias.data, bias.type, N, K,
+                                                         y);
+  }
+  check_launch("linear_rows_f32");
 }
 
 namespace detail {

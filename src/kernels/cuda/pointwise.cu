@@ -156,6 +156,14 @@ struct SiluGate {
   }
 };
 
+struct SiluF32 {
+  float* x;
+  __device__ void one(int64_t i) const {
+    const float v = x[i];
+    x[i] = __fdiv_rn(v, __fadd_rn(1.0f, exp_f32(-v)));
+  }
+};
+
 struct ReluSquared {
   uint16_t* x;
   __device__ void one(int64_t i) const { x[i] = float_to_bf16_rne(relu_squared(bf16_to_float(x[i]))); }
@@ -248,6 +256,11 @@ void head_norm_rotary_bf16(uint16_t* x, int64_t rows, int64_t heads, int64_t hea
 void silu_gate_bf16(const uint16_t* gate, const uint16_t* up, int64_t count, uint16_t* out, StreamHandle stream) {
   launch_each_by_eight("silu_gate_bf16", SiluGate{gate, up, out}, count,
                      aligned(gate, 16) && aligned(up, 16) && aligned(out, 16), stream);
+}
+
+void silu_f32(float* x, int64_t count, StreamHandle stream) {
+  require(count == 0 || x, "silu_f32", "null device pointer");
+  launch_each("silu_f32", SiluF32{x}, count, stream);
 }
 
 void relu_squared_bf16(uint16_t* x, int64_t count, StreamHandle stream) {

@@ -101,6 +101,10 @@ void gemm_w8a16(GemmRunner&, const uint16_t*, const uint8_t*, float, int64_t, in
   without_cuda("gemm_w8a16");
 }
 
+void linear_rows_f32(const float*, const void*, bool, int64_t, int64_t, int64_t, GemmBias, float*, StreamHandle) {
+  without_cuda("linear_rows_f32");
+}
+
 bool attention_flash_supported(const AttentionProblem&) { return false; }
 void attention_flash_bf16(const AttentionProblem&, const uint16_t*, const uint16_t*, const uint16_t*, uint16_t*,
                           StreamHandle, FlashVariant) {
@@ -125,6 +129,7 @@ void head_norm_rotary_bf16(uint16_t*, int64_t, int64_t, int64_t, const float*, f
 void silu_gate_bf16(const uint16_t*, const uint16_t*, int64_t, uint16_t*, StreamHandle) {
   without_cuda("silu_gate_bf16");
 }
+void silu_f32(float*, int64_t, StreamHandle) { without_cuda("silu_f32"); }
 void relu_squared_bf16(uint16_t*, int64_t, StreamHandle) { without_cuda("relu_squared_bf16"); }
 void add_bf16_to_f32(float*, const uint16_t*, int64_t, StreamHandle) { without_cuda("add_bf16_to_f32"); }
 void add_row_f32(float*, int64_t, int64_t, const float*, StreamHandle) { without_cuda("add_row_f32"); }
