@@ -42,7 +42,9 @@ struct ModelOptions {
   Device device = Device::Cpu;
   // CFG: the conditional and unconditional pass of a step in one batched
   // forward (each weight read once per step); the results are bit-identical
-  // either way. false (or STEPMIX_CFG_BATCH=0) runs them one after the other.
+  // either way. false (or STEPMIX_CFG_BATCH=0) runs them one after the other,
+  // as a request does whose batched passes would not fit in memory when one
+  // at a time does (GeneratePlan::cfg_batched, and a note, say so).
   bool batch_cfg = true;
   // Scan every weight for NaN and infinities when opening (as llama.cpp's
   // --check-tensors); the first one found is an error naming the tensor.
@@ -119,6 +121,9 @@ struct GeneratePlan {
   StepPlan plan;
   std::string log_line;  // "mixed_precision source=checkpoint reasoner=W8A16 generation=..."
   std::vector<int64_t> cond_ids, uncond_ids;  // uncond empty without CFG
+  // The two CFG passes of a step run as one forward (ModelOptions::batch_cfg)
+  // where the memory check admits it; else one at a time, with a note.
+  bool cfg_batched = false;
   // Bytes of the rendered chat texts, when a Cosmos3 prompt was built.
   std::optional<std::size_t> cond_rendered_bytes, uncond_rendered_bytes;
   // Things the user should know about this plan (one line each): notes, and

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -84,6 +85,17 @@ class Backend {
   virtual std::size_t memory_held() const { return 0; }
   virtual std::size_t memory_peak() const { return 0; }
   virtual void reset_memory_peak() {}
+  // Bytes free for new buffers now; nothing for a backend without memory of
+  // its own.
+  virtual std::optional<std::size_t> memory_free() const { return std::nullopt; }
+  // Whether a run of `estimate` fits beside what is held already (always on
+  // the CPU).
+  bool memory_fits(const DeviceMemoryEstimate& estimate) const {
+    const std::optional<std::size_t> free = memory_free();
+    if (!free) return true;
+    const std::size_t held = memory_held();
+    return (estimate.total() > held ? estimate.total() - held : 0) <= *free;
+  }
   // Refuses up front, with stepmix::Error naming `what`, the estimate and
   // what is free, a run that would not fit beside what is held already.
   virtual void require_memory(const DeviceMemoryEstimate& estimate, const std::string& what) {}

@@ -122,11 +122,12 @@ class CudaBackend final : public Backend {
   std::size_t memory_held() const override { return cuda::allocated_bytes(); }
   std::size_t memory_peak() const override { return cuda::peak_allocated_bytes(); }
   void reset_memory_peak() override { cuda::reset_peak_allocated_bytes(); }
+  std::optional<std::size_t> memory_free() const override { return cuda::device_memory().free_bytes; }
   void require_memory(const DeviceMemoryEstimate& e, const std::string& what) override {
+    if (memory_fits(e)) return;
     const std::size_t held = cuda::allocated_bytes();
     const std::size_t needed = e.total() > held ? e.total() - held : 0;
     const cuda::MemoryInfo memory = cuda::device_memory();
-    if (needed <= memory.free_bytes) return;
     throw Error("cuda", cuda::memory_shortfall_message(
                             needed, memory,
                             what + " (weights " + cuda::format_bytes(e.weights) + " + understanding K/V " +

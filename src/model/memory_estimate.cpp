@@ -79,7 +79,7 @@ std::size_t estimate_workspace_bytes(const Cosmos3Config& c, std::span<const int
   return total;
 }
 
-DeviceMemoryEstimate estimate_run_memory(Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths,
+DeviceMemoryEstimate estimate_run_memory(const Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths,
                                    const PatchGrid& grid, int64_t noisy_tokens, ActivationDType activations,
                                    int64_t latent_buffers, bool batched) {
   const Cosmos3Config& c = transformer.config();
@@ -89,7 +89,7 @@ DeviceMemoryEstimate estimate_run_memory(Cosmos3Transformer& transformer, std::s
 
   int64_t max_in = 0, max_weight = 0;
   bool uncached_fp8 = false;
-  transformer.for_each_governed_linear([&](Linear& l) {
+  transformer.for_each_governed_linear([&](const Linear& l) {
     e.weights += l.weight().nbytes + (l.bias() ? l.bias()->nbytes : 0);
     if (l.is_fp8()) {
       e.weights += 2 * sizeof(float);

@@ -35,7 +35,7 @@ namespace stepmix {
 //                     (a denoising loop on the backend: denoise.hpp).
 // Not counted: the CUDA context and cuBLASLt's own allocations, outside what
 // cudaMemGetInfo reports as free once the backend is up.
-DeviceMemoryEstimate estimate_run_memory(Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths,
+DeviceMemoryEstimate estimate_run_memory(const Cosmos3Transformer& transformer, std::span<const int64_t> und_lengths,
                                    const PatchGrid& grid, int64_t noisy_tokens, ActivationDType activations,
                                    int64_t latent_buffers = 0, bool batched = false);
 

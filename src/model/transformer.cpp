@@ -56,6 +56,10 @@ void Cosmos3Transformer::for_each_governed_linear(const std::function<void(Linea
   visit_governed(weights_, fn);
 }
 
+void Cosmos3Transformer::for_each_governed_linear(const std::function<void(const Linear&)>& fn) const {
+  visit_governed(weights_, fn);
+}
+
 std::size_t Cosmos3Transformer::weight_cache_bytes() const {
   std::size_t bytes = 0;
   visit_governed(weights_, [&](const Linear& l) { bytes += l.resident_bytes(); });

@@ -99,6 +99,7 @@ class Cosmos3Transformer {
   // Visits the governed Linears (both towers, every layer), e.g. to attach
   // calibration observers.
   void for_each_governed_linear(const std::function<void(Linear&)>& fn);
+  void for_each_governed_linear(const std::function<void(const Linear&)>& fn) const;
   // Bytes the Linears own beyond the mapped checkpoint (the weight cache).
   std::size_t weight_cache_bytes() const;
 

@@ -109,13 +109,20 @@ std::string describe(const MemoryEstimate& e) {
          gib(e.total_bytes()) + " in all";
 }
 
+bool memory_check_enabled() {
+  const char* env = std::getenv("STEPMIX_MEMORY_CHECK");
+  return !(env && std::string(env) == "0");
+}
+
 void check_generation_fits(const MemoryEstimate& e, int64_t available, const std::string& what) {
-  if (const char* env = std::getenv("STEPMIX_MEMORY_CHECK"); env && std::string(env) == "0") return;
-  if (e.additional_bytes() <= available) return;
+  if (!memory_check_enabled() || e.additional_bytes() <= available) return;
   throw Error("generate", what + ": does not fit in memory: " + describe(e) + ", but " + gib(available) +
-                              " is available (MemAvailable, capped by STEPMIX_MEMORY_LIMIT_MIB); use fewer tokens, "
-                              "no CFG batching or a machine with more memory (STEPMIX_MEMORY_CHECK=0 skips this "
-                              "check)");
+                              " is available (MemAvailable, capped by STEPMIX_MEMORY_LIMIT_MIB); use fewer tokens "
+                              "or a machine with more memory (STEPMIX_MEMORY_CHECK=0 skips this check)");
+}
+
+std::string describe_shortfall(int64_t needed, int64_t available) {
+  return "needs " + gib(needed) + " more, " + gib(available) + " available";
 }
 
 }  // namespace stepmix

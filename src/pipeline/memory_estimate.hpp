@@ -64,10 +64,16 @@ std::optional<int64_t> memory_available_bytes();
 // is known. A value that is not a positive integer is an error.
 std::optional<int64_t> memory_budget_bytes();
 
+// False where STEPMIX_MEMORY_CHECK=0 turns the up-front checks off.
+bool memory_check_enabled();
+
 // Throws stepmix::Error("generate", ...) with the estimate (needed against
 // available, in GiB, and what the need is made of) when the generation does
-// not fit in `available` bytes. STEPMIX_MEMORY_CHECK=0 turns the check off.
+// not fit in `available` bytes; nothing when the check is off.
 void check_generation_fits(const MemoryEstimate& estimate, int64_t available, const std::string& what);
+
+// "needs 1.20 GiB more, 0.80 GiB available": the reason a note gives.
+std::string describe_shortfall(int64_t needed, int64_t available);
 
 // "needs 14.62 GiB (weights 13.90 GiB mapped, 0.00 resident; activations ...)"
 std::string describe(const MemoryEstimate& estimate);

@@ -62,6 +62,51 @@ struct Model::Impl {
     check_generation_fits(estimate_memory(request), *available, dir.transformer_dir);
   }
 
+  // Both CFG passes of a step in one forward (ModelOptions::batch_cfg,
+  // STEPMIX_CFG_BATCH) when the up-front memory check admits it; else one
+  // pass at a time, which needs less and gives the same bits, and a note
+  // says why. Where one at a time does not fit either, the check refuses
+  // (the refusal is the one line then).
+  bool cfg_batching(GeneratePlan& p) const {
+    if (p.guidance == 1.0 || !options.batch_cfg || !cfg_batching_from_environment()) return false;
+    if (!memory_check_enabled()) return true;
+    DenoiseRequest r;
+    r.cond_ids = p.cond_ids;
+    r.uncond_ids = p.uncond_ids;
+    r.latent_shape = p.latent_shape;
+    r.guidance = p.guidance;
+    r.activations = options.activations;
+    const bool cpu = transformer.backend().device() == Device::Cpu;
+    const std::optional<int64_t> budget = cpu ? memory_budget_bytes() : std::nullopt;
+    if (cpu && !budget) return true;
+    // Bytes the run needs beyond what is held, and what is there for it.
+    const auto need = [&](bool batched) -> std::pair<int64_t, int64_t> {
+      r.batch_cfg = batched;
+      if (cpu) return {estimate_memory(r).additional_bytes(), *budget};
+      const Backend& backend = transformer.backend();
+      const std::size_t total = device_estimate(r, batched).total(), held = backend.memory_held();
+      return {int64_t(total > held ? total - held : 0), int64_t(backend.memory_free().value_or(SIZE_MAX / 2))};
+    };
+    const auto [needed, available] = need(true);
+    if (needed <= available) return true;
+    const auto [apart, room] = need(false);
+    if (apart > room) return false;
+    p.notes.push_back("CFG: the two passes of each step run one at a time (the same results): one forward for both " +
+                      describe_shortfall(needed, available) +
+                      (transformer.backend().device() == Device::Cpu ? "" : " on the GPU"));
+    return false;
+  }
+
+  // What a run on a device backend needs there (model/memory_estimate.hpp).
+  DeviceMemoryEstimate device_estimate(const DenoiseRequest& r, bool batched) const {
+    const auto [C, T, H, W] = r.latent_shape;
+    const bool cfg = r.guidance != 1.0;
+    const std::array<int64_t, 2> prompts{int64_t(r.cond_ids.size()), int64_t(r.uncond_ids.size())};
+    const PatchGrid grid{C, T, H, W, transformer.config().latent_patch_size};
+    return estimate_run_memory(transformer, std::span(prompts.data(), cfg ? 2 : 1),
+                               grid, grid.tokens(), r.activations, denoise_on_backend_latent_buffers(cfg), batched);
+  }
+
   MemoryEstimate estimate_memory(const DenoiseRequest& request) const {
     const Cosmos3Config& c = transformer.config();
     const auto [C, T, H, W] = request.latent_shape;
@@ -244,6 +289,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   }
   if (r.prompt_ids) p.cond_ids = *r.prompt_ids;
   if (cfg && r.negative_prompt_ids) p.uncond_ids = *r.negative_prompt_ids;
+  p.cfg_batched = m.cfg_batching(p);
 
   const sched::SchedulerConfig scheduler_config = m.scheduler_config(r, p.latent_shape[1]);
   p.notes.insert(p.notes.end(), scheduler_config.notes.begin(), scheduler_config.notes.end());
@@ -270,7 +316,7 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
   request.fps = r.fps;
   request.guidance = p.guidance;
   request.activations = m.options.activations;
-  request.batch_cfg = m.options.batch_cfg && cfg_batching_from_environment();
+  request.batch_cfg = p.cfg_batched;
   m.check_memory(request);  // before anything the size of the request is allocated
   auto generator = std::make_shared<NormalGenerator>(r.seed);
   request.noise = r.noise ? *r.noise : generator->normals(std::size_t(C * T * H * W));

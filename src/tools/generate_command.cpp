@@ -212,6 +212,7 @@ void run_generate(const GenerateOptions& opt) {
       out["guidance"] = plan.guidance;
       out["latent_shape"] = {1, C, T, H, W};
       out["transformer_calls"] = result.transformer_calls;
+      out["cfg_batched"] = plan.cfg_batched;
       out["activations"] = opt.runtime.activations;
       out["weight_cache"] = opt.runtime.weight_cache;
       out["prompt"] = meta.prompt;

@@ -49,6 +49,22 @@ for batch in 0 1; do
     --save-latents "$tmp/embedded-$batch.safetensors" >/dev/null || fail "embedded model, STEPMIX_CFG_BATCH=$batch"
 done
 cmp -s "$tmp/embedded-0.safetensors" "$tmp/embedded-1.safetensors" || fail "batched CFG changed the embedded model's latents"
+# Where both CFG passes in one forward would not fit but one at a time does
+# (this latent: about 82 and 97 MiB by the estimate), they run one at a time,
+# with a note, the JSON saying so, and the same latents.
+big=("${common[@]}" --latent-shape 4,4,64,64 --steps 1 --seed 2 --json)
+out=$(STEPMIX_MEMORY_LIMIT_MIB=90 "$bin" generate "${big[@]}" --save-latents "$tmp/apart.safetensors" 2>"$tmp/err") ||
+  fail "one pass at a time under a 90 MiB budget: $(cat "$tmp/err")"
+grep -q '"cfg_batched": false' <<<"$out" || fail "cfg_batched under the budget: $out"
+grep -q "note: CFG: the two passes of each step run one at a time (the same results): one forward for both needs" \
+  "$tmp/err" || fail "no note on the unbatched passes: $(cat "$tmp/err")"
+out=$("$bin" generate "${big[@]}" --save-latents "$tmp/together.safetensors" 2>"$tmp/err") || fail "batched big latent"
+grep -q '"cfg_batched": true' <<<"$out" || fail "cfg_batched without a budget: $out"
+grep -q "note: CFG" "$tmp/err" && fail "a note without a reason: $(cat "$tmp/err")"
+cmp -s "$tmp/apart.safetensors" "$tmp/together.safetensors" || fail "one pass at a time changed the latents"
+out=$("$bin" generate "${common[@]}" --steps 1 --guidance 1 --json --save-latents "$tmp/no-cfg.safetensors") ||
+  fail "guidance 1"
+grep -q '"cfg_batched": false' <<<"$out" || fail "cfg_batched without CFG: $out"
 # A request that cannot fit in memory is refused before sampling, with the estimate.
 STEPMIX_MEMORY_LIMIT_MIB=1 expect_error too_large "does not fit in memory: needs" generate "${common[@]}" --steps 2
 STEPMIX_MEMORY_LIMIT_MIB=0 expect_error bad_memory_limit "STEPMIX_MEMORY_LIMIT_MIB: expected a positive integer" \
