@@ -70,12 +70,7 @@ struct Model::Impl {
   bool cfg_batching(GeneratePlan& p) const {
     if (p.guidance == 1.0 || !options.batch_cfg || !cfg_batching_from_environment()) return false;
     if (!memory_check_enabled()) return true;
-    DenoiseRequest r;
-    r.cond_ids = p.cond_ids;
-    r.uncond_ids = p.uncond_ids;
-    r.latent_shape = p.latent_shape;
-    r.guidance = p.guidance;
-    r.activations = options.activations;
+    DenoiseRequest r = request_of(p);
     const bool cpu = transformer.backend().device() == Device::Cpu;
     const std::optional<int64_t> budget = cpu ? memory_budget_bytes() : std::nullopt;
     if (cpu && !budget) return true;
@@ -95,6 +90,18 @@ struct Model::Impl {
                       describe_shortfall(needed, available) +
                       (transformer.backend().device() == Device::Cpu ? "" : " on the GPU"));
     return false;
+  }
+
+  // The loop's request for a plan (the noise and the frame rate are the caller's).
+  DenoiseRequest request_of(const GeneratePlan& p) const {
+    DenoiseRequest r;
+    r.cond_ids = p.cond_ids;
+    r.uncond_ids = p.uncond_ids;
+    r.latent_shape = p.latent_shape;
+    r.guidance = p.guidance;
+    r.activations = options.activations;
+    r.batch_cfg = p.cfg_batched;
+    return r;
   }
 
   // What a run on a device backend needs there (model/memory_estimate.hpp).
@@ -309,14 +316,8 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
   const GeneratePlan& p = result.plan;
   const auto [C, T, H, W] = p.latent_shape;
 
-  DenoiseRequest request;
-  request.cond_ids = p.cond_ids;
-  request.uncond_ids = p.uncond_ids;
-  request.latent_shape = p.latent_shape;
+  DenoiseRequest request = m.request_of(p);
   request.fps = r.fps;
-  request.guidance = p.guidance;
-  request.activations = m.options.activations;
-  request.batch_cfg = p.cfg_batched;
   m.check_memory(request);  // before anything the size of the request is allocated
   auto generator = std::make_shared<NormalGenerator>(r.seed);
   request.noise = r.noise ? *r.noise : generator->normals(std::size_t(C * T * H * W));
