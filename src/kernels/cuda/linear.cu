@@ -16,7 +16,11 @@ namespace {
 
 using namespace detail;
 
+// A NaN is answered before the division: the GPU's float32 arithmetic
+// returns one canonical, positive NaN, while the CPU's division keeps the
+// operand's sign, and the sign is the code's (0x7F or 0xFF).
 __device__ __forceinline__ uint8_t quantize_one(float x, float input_scale) {
+  if (x != x) return uint8_t(((__float_as_uint(x) >> 24) & 0x80u) | 0x7Fu);
   return quantize_e4m3_saturating(__fdiv_rn(x, input_scale));
 }
 
