@@ -69,11 +69,12 @@ prepare() {
 
 # ------------------------------------------------------------------ steps
 deadline=$((${CUDA_CHECK_SECONDS:-450}))
+reserve=15  # seconds every step leaves to the summary, the last one (it only reads files)
 failed=0
 step() {  # timeout, label, command...: runs a program with what is left of the budget
   local limit="$1" label="$2" rc s0
   shift 2
-  if ((deadline - SECONDS < limit)); then limit=$((deadline - SECONDS)); fi
+  if ((deadline - reserve - SECONDS < limit)); then limit=$((deadline - reserve - SECONDS)); fi
   echo
   if ((limit < 5)); then
     echo "######## $label: SKIPPED (the run's time budget is spent)"
@@ -213,15 +214,16 @@ main() {
   # The forward first: kernel timings exist without it, the Nano estimate not.
   local forward_tokens="44160,1024"
   [[ ${#quick[@]} -gt 0 ]] && forward_tokens="4096,1024"
-  step 150 "Nano-shaped forward (stepmix)" bash -c '"$1" --dir "$2" --layers "1,$3" --tokens "$4" | tee "$5/stepmix.jsonl"' _ "$build/bench/bench_cuda_forward" "$build/nano-checkpoints" "$forward_layers" "$forward_tokens" "$out" ||
+  step 150 "Nano-shaped forward (stepmix)" bash -c 'set -o pipefail; "$1" --dir "$2" --layers "1,$3" --tokens "$4" | tee "$5/stepmix.jsonl"' _ "$build/bench/bench_cuda_forward" "$build/nano-checkpoints" "$forward_layers" "$forward_tokens" "$out" ||
     status=1
-  step 100 "Nano-shaped forward (PyTorch peer)" env PYTHONUNBUFFERED=1 bash -c 'python3 "$1/cuda_peer_forward.py" --layers "1,$2" --tokens "$3" | tee "$4/torch.jsonl"' _ "$here" "$forward_layers" "$forward_tokens" "$out" ||
+  step 100 "Nano-shaped forward (PyTorch peer)" env PYTHONUNBUFFERED=1 bash -c 'set -o pipefail; python3 "$1/cuda_peer_forward.py" --layers "1,$2" --tokens "$3" | tee "$4/torch.jsonl"' _ "$here" "$forward_layers" "$forward_tokens" "$out" ||
     status=1
-  step 90 "bench_cuda" bash -c '"$1" --info --ceilings --linear --attention "${@:3}" | tee -a "$2/stepmix.jsonl"' _ "$bench" "$out" "${quick[@]}" ||
+  step 90 "bench_cuda" bash -c 'set -o pipefail; "$1" --info --ceilings --linear --attention "${@:3}" | tee -a "$2/stepmix.jsonl"' _ "$bench" "$out" "${quick[@]}" ||
     status=1
-  step 90 "PyTorch peer" env PYTHONUNBUFFERED=1 bash -c 'python3 "$1/cuda_peer.py" --ceilings --linear --attention "${@:3}" | tee -a "$2/torch.jsonl"' _ "$here" "$out" "${quick[@]}" ||
+  step 90 "PyTorch peer" env PYTHONUNBUFFERED=1 bash -c 'set -o pipefail; python3 "$1/cuda_peer.py" --ceilings --linear --attention "${@:3}" | tee -a "$2/torch.jsonl"' _ "$here" "$out" "${quick[@]}" ||
     status=1
-  step 20 "summary" bash -c 'python3 "$1/cuda_summary.py" "$2/stepmix.jsonl" "$2/torch.jsonl" "$2/summary.json" | tee "$2/summary.txt"' _ "$here" "$out" ||
+  reserve=0
+  step 20 "summary" bash -c 'set -o pipefail; python3 "$1/cuda_summary.py" "$2/stepmix.jsonl" "$2/torch.jsonl" "$2/summary.json" | tee "$2/summary.txt"' _ "$here" "$out" ||
     status=1
   grep -q '"pass": false' "$out/stepmix.jsonl" 2>/dev/null && { echo "a bench_cuda spot check FAILED"; status=1; }
   ((failed)) && status=1

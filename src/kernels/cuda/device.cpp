@@ -124,7 +124,13 @@ void reset_peak_allocated_bytes() { g_peak.store(g_allocated.load()); }
 DeviceBuffer::DeviceBuffer(std::size_t bytes) {
   if (bytes == 0) return;
   void* p = nullptr;
-  check_cuda(cudaMalloc(&p, bytes), "cudaMalloc(" + format_bytes(bytes) + ")");
+  const cudaError_t status = cudaMalloc(&p, bytes);
+  if (status != cudaSuccess) {
+    // A failed allocation is also the runtime's "last error": cleared here, or
+    // the next launch's check would report it as its own.
+    cudaGetLastError();
+    detail::throw_cuda_error("cudaMalloc(" + format_bytes(bytes) + ")", status);
+  }
   data_ = p;
   bytes_ = bytes;
   note_allocation(bytes);
