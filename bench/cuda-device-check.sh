@@ -175,8 +175,10 @@ dependencies() {
 
 configure_args=()
 configure_arguments() {
-  configure_args=(-S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTEPMIX_CUDA=ON -DSTEPMIX_BUILD_TESTS=ON
-    -DSTEPMIX_BUILD_BENCH=ON "-DCMAKE_CUDA_FLAGS=-Xptxas=-v")
+  # Video (FFmpeg) where the machine has it: nothing here writes MP4, and its
+  # dependency closure is too large to carry in .deps.
+  configure_args=(-S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTEPMIX_CUDA=ON -DSTEPMIX_VIDEO=AUTO
+    -DSTEPMIX_BUILD_TESTS=ON -DSTEPMIX_BUILD_BENCH=ON "-DCMAKE_CUDA_FLAGS=-Xptxas=-v")
   [[ -n "$prefix_path" ]] && configure_args+=("-DCMAKE_PREFIX_PATH=$prefix_path")
   [[ -n "$pkg_config" ]] && configure_args+=("-DPKG_CONFIG_EXECUTABLE=$pkg_config")
   if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then

@@ -4,7 +4,9 @@
 #include <array>
 #include <cctype>
 #include <filesystem>
+#include <vector>
 
+#include "io/video.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -23,13 +25,15 @@ std::string lower(std::string s) {
   return s;
 }
 
+// The extensions of `accepted` this build writes (no .mp4 without video).
 std::string accepted_list(std::initializer_list<OutputFormat> accepted) {
+  std::vector<OutputFormat> written;
+  for (OutputFormat f : accepted)
+    if (f != OutputFormat::Mp4 || video_supported()) written.push_back(f);
   std::string out;
-  std::size_t i = 0;
-  for (OutputFormat f : accepted) {
-    out += (i == 0 ? "" : (i + 1 == accepted.size() ? " or " : ", ")) + std::string(output_format_info(f).extension);
-    ++i;
-  }
+  for (std::size_t i = 0; i < written.size(); ++i)
+    out += (i == 0 ? "" : (i + 1 == written.size() ? " or " : ", ")) +
+           std::string(output_format_info(written[i]).extension);
   return out;
 }
 
@@ -51,6 +55,8 @@ OutputFormat output_format_for(const std::string& path, const std::string& optio
   const OutputFormatInfo* known = nullptr;
   for (const OutputFormatInfo& info : kFormats)
     if (info.extension == extension) known = &info;
+  if (known && known->format == OutputFormat::Mp4 && !video_supported())
+    throw Error("output", where + ": " + kBuiltWithoutVideo + "; expected " + accepted_list(accepted));
   if (known && !known->implemented)
     throw Error("output", where + ": " + std::string(known->description) + " (" + extension +
                               ") is not written by this version of stepmix; expected " + accepted_list(accepted));

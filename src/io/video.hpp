@@ -69,9 +69,19 @@ class PngSequenceWriter {
 // Scales `image` (gray or RGB) to cover width × height with its aspect ratio
 // kept, then crops the centre: the conditioning image of an image-to-video
 // request. Bicubic (libswscale). Returns RGB.
+// (MP4 writing and reading and this resize need FFmpeg; PngSequenceWriter
+// and psnr do not.)
 Image8 resize_and_center_crop(const Image8& image, int width, int height);
 
 // PSNR in dB of two 8-bit images of the same size (infinity when equal).
 double psnr(const Image8& a, const Image8& b);
+
+// False in a build without FFmpeg's libraries (CMake STEPMIX_VIDEO=OFF, or
+// AUTO without them; io/video_stub.cpp): MP4 outputs are then refused up
+// front and every video operation throws kBuiltWithoutVideo.
+bool video_supported();
+inline constexpr const char* kBuiltWithoutVideo =
+    "this stepmix was built without video (FFmpeg's libavcodec, libavformat and libswscale); configure with "
+    "-DSTEPMIX_VIDEO=ON and them installed";
 
 }  // namespace stepmix
