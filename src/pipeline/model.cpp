@@ -54,7 +54,7 @@ struct Model::Impl {
   ModelInfo info;
 
   // Refuses a CPU request whose estimate does not fit in the memory budget
-  // (a device backend checks its own memory: require_run_memory).
+  // (a device backend checks its own memory: device_estimate).
   void check_memory(const DenoiseRequest& request) const {
     if (transformer.backend().device() != Device::Cpu) return;
     const std::optional<int64_t> available = memory_budget_bytes();
@@ -104,7 +104,9 @@ struct Model::Impl {
     return r;
   }
 
-  // What a run on a device backend needs there (model/memory_estimate.hpp).
+  // What a generation on a device backend needs there
+  // (model/memory_estimate.hpp): both prompts with CFG, the loop's latent-sized
+  // buffers.
   DeviceMemoryEstimate device_estimate(const DenoiseRequest& r, bool batched) const {
     const auto [C, T, H, W] = r.latent_shape;
     const bool cfg = r.guidance != 1.0;
@@ -330,14 +332,11 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
       std::copy_n(frame0.begin() + c * H * W, H * W, request.noise.begin() + c * T * H * W);
   }
 
-  const std::array<int64_t, 2> prompts{int64_t(p.cond_ids.size()), int64_t(p.uncond_ids.size())};
-  const PatchGrid grid{C, T, H, W, m.transformer.config().latent_patch_size};
   // A GPU run that would not fit is refused before the first step; with
   // batched CFG the forward holds both passes' activations at once.
-  const bool cfg = !p.uncond_ids.empty();
-  require_run_memory(m.transformer, std::span(prompts.data(), cfg ? 2 : 1), grid, grid.tokens(),
-                     m.options.activations, "generate at latent " + shape_string({1, C, T, H, W}),
-                     denoise_on_backend_latent_buffers(cfg), denoise_batches_cfg(m.transformer, request));
+  if (m.transformer.backend().device() != Device::Cpu)
+    m.transformer.backend().require_memory(m.device_estimate(request, denoise_batches_cfg(m.transformer, request)),
+                                           "generate at latent " + shape_string({1, C, T, H, W}));
 
   auto scheduler = sched::make_scheduler(m.scheduler_config(r, T));
   draw_step_noise_from(*scheduler, generator);
