@@ -88,13 +88,17 @@ class Backend {
   // Bytes free for new buffers now; nothing for a backend without memory of
   // its own.
   virtual std::optional<std::size_t> memory_free() const { return std::nullopt; }
-  // Whether a run of `estimate` fits beside what is held already (always on
-  // the CPU).
-  bool memory_fits(const DeviceMemoryEstimate& estimate) const {
+  // What a run of `estimate` needs beyond what is held already, against what
+  // is free; nothing for a backend without memory of its own (the CPU).
+  struct MemoryNeed {
+    std::size_t needed = 0, free = 0;
+    bool fits() const { return needed <= free; }
+  };
+  std::optional<MemoryNeed> memory_need(const DeviceMemoryEstimate& estimate) const {
     const std::optional<std::size_t> free = memory_free();
-    if (!free) return true;
+    if (!free) return std::nullopt;
     const std::size_t held = memory_held();
-    return (estimate.total() > held ? estimate.total() - held : 0) <= *free;
+    return MemoryNeed{estimate.total() > held ? estimate.total() - held : 0, *free};
   }
   // Refuses up front, with stepmix::Error naming `what`, the estimate and
   // what is free, a run that would not fit beside what is held already.

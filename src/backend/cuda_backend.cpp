@@ -124,12 +124,12 @@ class CudaBackend final : public Backend {
   void reset_memory_peak() override { cuda::reset_peak_allocated_bytes(); }
   std::optional<std::size_t> memory_free() const override { return cuda::device_memory().free_bytes; }
   void require_memory(const DeviceMemoryEstimate& e, const std::string& what) override {
-    if (memory_fits(e)) return;
-    const std::size_t held = cuda::allocated_bytes();
-    const std::size_t needed = e.total() > held ? e.total() - held : 0;
+    const MemoryNeed need = *memory_need(e);
+    if (need.fits()) return;
+    const std::size_t held = memory_held();
     const cuda::MemoryInfo memory = cuda::device_memory();
     throw Error("cuda", cuda::memory_shortfall_message(
-                            needed, memory,
+                            need.needed, memory,
                             what + " (weights " + cuda::format_bytes(e.weights) + " + understanding K/V " +
                                 cuda::format_bytes(e.understanding_kv) + " + scratch " +
                                 cuda::format_bytes(e.scratch) + ", " + cuda::format_bytes(held) + " held already)"));

@@ -14,6 +14,9 @@ constexpr std::size_t kGemmWorkspaceBytes = std::size_t(32) << 20;
 
 std::size_t bytes_of(int64_t count, std::size_t element) { return std::size_t(count) * element; }
 
+// A Linear's weight and bias as stored: its device copy.
+std::size_t stored_bytes(const Linear& l) { return l.weight().nbytes + (l.bias() ? l.bias()->nbytes : 0); }
+
 }  // namespace
 
 std::size_t estimate_workspace_bytes(const Cosmos3Config& c, std::span<const int64_t> und_lengths,
@@ -84,13 +87,13 @@ DeviceMemoryEstimate estimate_run_memory(const Cosmos3Transformer& transformer, 
                                    int64_t latent_buffers, bool batched) {
   const Cosmos3Config& c = transformer.config();
   const std::size_t t = activations == ActivationDType::BF16 ? 2 : 4;
-  const int64_t E = c.hidden_size, D = c.head_dim, F = grid.features();
+  const int64_t E = c.hidden_size, D = c.head_dim;
   DeviceMemoryEstimate e;
 
   int64_t max_in = 0, max_weight = 0;
   bool uncached_fp8 = false;
   transformer.for_each_governed_linear([&](const Linear& l) {
-    e.weights += l.weight().nbytes + (l.bias() ? l.bias()->nbytes : 0);
+    e.weights += stored_bytes(l);
     if (l.is_fp8()) {
       e.weights += 2 * sizeof(float);
       if (l.weight_cache() == WeightCache::All) e.weights += bytes_of(l.out_features() * l.in_features(), 2);
@@ -99,11 +102,9 @@ DeviceMemoryEstimate estimate_run_memory(const Cosmos3Transformer& transformer, 
       max_weight = std::max(max_weight, l.out_features() * l.in_features());
     }
   });
-  // proj_in [E, p²C] and proj_out [p²C, E], bf16 with bf16 biases; the
-  // timestep MLP's two Linears as stored.
-  e.weights += bytes_of(2 * E * F + E + F, 2);
-  for (const Linear* l : {&transformer.weights().time_linear_1, &transformer.weights().time_linear_2})
-    e.weights += l->weight().nbytes + (l->bias() ? l->bias()->nbytes : 0);
+  // The other Linears: proj_in, proj_out and the timestep MLP's two.
+  const Cosmos3Weights& w = transformer.weights();
+  for (const Linear* l : {&w.proj_in, &w.proj_out, &w.time_linear_1, &w.time_linear_2}) e.weights += stored_bytes(*l);
   // Norm weights as float32: four [E] and up to five [D] per layer, two [E].
   e.weights += bytes_of(c.num_hidden_layers * (4 * E + 5 * D) + 2 * E, 4);
 

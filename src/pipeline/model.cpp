@@ -69,27 +69,31 @@ struct Model::Impl {
   // (the refusal is the one line then).
   bool cfg_batching(GeneratePlan& p) const {
     if (p.guidance == 1.0 || !options.batch_cfg || !cfg_batching_from_environment()) return false;
-    if (!memory_check_enabled()) return true;
     DenoiseRequest r = request_of(p);
-    const bool cpu = transformer.backend().device() == Device::Cpu;
-    const std::optional<int64_t> budget = cpu ? memory_budget_bytes() : std::nullopt;
-    if (cpu && !budget) return true;
-    // Bytes the run needs beyond what is held, and what is there for it.
-    const auto need = [&](bool batched) -> std::pair<int64_t, int64_t> {
-      r.batch_cfg = batched;
-      if (cpu) return {estimate_memory(r).additional_bytes(), *budget};
-      const Backend& backend = transformer.backend();
-      const std::size_t total = device_estimate(r, batched).total(), held = backend.memory_held();
-      return {int64_t(total > held ? total - held : 0), int64_t(backend.memory_free().value_or(SIZE_MAX / 2))};
-    };
-    const auto [needed, available] = need(true);
-    if (needed <= available) return true;
-    const auto [apart, room] = need(false);
-    if (apart > room) return false;
+    r.batch_cfg = true;
+    const std::optional<Backend::MemoryNeed> together = memory_need(r);
+    if (!together || together->fits()) return true;
+    r.batch_cfg = false;
+    const std::optional<Backend::MemoryNeed> apart = memory_need(r);
+    if (apart && !apart->fits()) return false;
     p.notes.push_back("CFG: the two passes of each step run one at a time (the same results): one forward for both " +
-                      describe_shortfall(needed, available) +
+                      describe_shortfall(int64_t(together->needed), int64_t(together->free)) +
                       (transformer.backend().device() == Device::Cpu ? "" : " on the GPU"));
     return false;
+  }
+
+  // What the up-front check weighs for `r`: on the CPU the estimate's
+  // additional bytes against the budget (MemAvailable, STEPMIX_MEMORY_LIMIT_MIB),
+  // on a device its estimate against free device memory; nothing where
+  // nothing is checked (STEPMIX_MEMORY_CHECK=0, no budget known).
+  std::optional<Backend::MemoryNeed> memory_need(const DenoiseRequest& r) const {
+    if (!memory_check_enabled()) return std::nullopt;
+    const Backend& backend = transformer.backend();
+    if (backend.device() != Device::Cpu) return backend.memory_need(device_estimate(r, r.batch_cfg));
+    const std::optional<int64_t> budget = memory_budget_bytes();
+    if (!budget) return std::nullopt;
+    return Backend::MemoryNeed{std::size_t(std::max<int64_t>(0, estimate_memory(r).additional_bytes())),
+                               std::size_t(*budget)};
   }
 
   // The loop's request for a plan (the noise and the frame rate are the caller's).
