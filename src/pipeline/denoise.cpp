@@ -207,10 +207,6 @@ DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Schedul
                                  const SequenceSettings& settings, DenoiseObserver* observer,
                                  const std::atomic<bool>* cancel) {
   LoopSetup setup = set_up(scheduler, controller, request, settings);
-  // The device loop keeps the latent on the device between steps and has no
-  // conditioned-frame pass yet: refused rather than sampled unconditioned.
-  if (!setup.conditioned.empty())
-    throw Error("generate", "image-to-video (conditioned latent frames) runs on the CPU only; use --device cpu");
   // The scheduler update runs on the device too: a configuration only the
   // host can step is refused here, before the first forward.
   if (const auto reason = scheduler.host_only_reason())
@@ -223,13 +219,31 @@ DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Schedul
   setup.uncond.latent.data.clear();
 
   // Backend memory: the latent, each pass's velocity, the guided velocity
-  // (CFG) and, for UniPC, its history (allocated at its first step).
+  // (CFG, or image-to-video: the host loop zeroes a copy, never v_cond) and,
+  // for UniPC, its history (allocated at its first step).
   Backend& b = transformer.backend();
+  const bool conditioned = !setup.conditioned.empty();
   const auto latent = b.allocate(bytes), v_cond = b.allocate(bytes);
-  const auto v_uncond = cfg ? b.allocate(bytes) : nullptr, guided = cfg ? b.allocate(bytes) : nullptr;
+  const auto v_uncond = cfg ? b.allocate(bytes) : nullptr;
+  const auto guided = cfg || conditioned ? b.allocate(bytes) : nullptr;
   std::unique_ptr<BackendBuffer> history_memory;
   sched::LatentHistory history;
   b.upload(latent->data(), request.noise.data(), bytes);
+  // Image-to-video, as the host loop: the guided velocity is zeroed on the
+  // conditioned planes and, after every step, they get their clean values
+  // back. Both come from backend memory, a zero plane followed by the clean
+  // planes in setup.conditioned order, uploaded once.
+  const std::size_t plane_bytes = std::size_t(setup.plane) * sizeof(float);
+  std::unique_ptr<BackendBuffer> condition;
+  if (conditioned) {
+    std::vector<float> host(std::size_t(setup.plane) * (setup.conditioned.size() + 1), 0.0f);
+    for (std::size_t k = 0; k < setup.conditioned.size(); ++k)
+      std::copy_n(request.noise.begin() + setup.conditioned[k], setup.plane, host.begin() + (k + 1) * setup.plane);
+    condition = b.allocate(host.size() * sizeof(float));
+    b.upload(condition->data(), host.data(), host.size() * sizeof(float));
+  }
+  const float* zero_plane = conditioned ? condition->as<float>() : nullptr;
+  const auto clean_plane = [&](std::size_t k) { return condition->as<float>() + (k + 1) * setup.plane; };
 
   // As on the host: both CFG passes of a step in one forward over the one
   // latent, each writing its own velocity buffer.
@@ -273,7 +287,11 @@ DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Schedul
     if (cfg) {
       b.cfg_combine(v_uncond->as<float>(), v_cond->as<float>(), n, float(request.guidance), guided->as<float>());
       v = guided->as<float>();
+    } else if (conditioned) {
+      b.copy(guided->data(), v_cond->data(), bytes);
+      v = guided->as<float>();
     }
+    for (int64_t at : setup.conditioned) b.copy(guided->as<float>() + at, zero_plane, plane_bytes);
     const sched::LatentStep step = scheduler.begin_latent_step(t, numel);
     if (step.kind == sched::LatentStep::Kind::UniPC && !history_memory) {
       history_memory = b.allocate(4 * bytes);
@@ -282,6 +300,8 @@ DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Schedul
     }
     b.scheduler_step(step, n, latent->as<float>(), v, history);
     if (step.kind == sched::LatentStep::Kind::UniPC) history.advance();
+    for (std::size_t k = 0; k < setup.conditioned.size(); ++k)
+      b.copy(latent->as<float>() + setup.conditioned[k], clean_plane(k), plane_bytes);
     if (!b.all_finite(latent->as<float>(), n)) throw_non_finite_latent(i, N, request.guidance);
 
     if (observer) {
@@ -296,7 +316,7 @@ DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Schedul
       };
       const bool velocities = observer->wants_velocities();
       const std::vector<float> vc = host(v_cond.get(), velocities), vu = host(v_uncond.get(), velocities);
-      const std::vector<float> vg = cfg ? host(guided.get(), velocities) : vc;
+      const std::vector<float> vg = guided ? host(guided.get(), velocities) : vc;
       const std::vector<float> x = host(latent.get(), observer->wants_latent());
       observer->on_step_end(i, vc, cfg ? &vu : nullptr, vg, x);
     }

@@ -8,6 +8,7 @@
 // per step, bit-identical to running them one after the other).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -34,6 +35,9 @@ struct DenoiseRequest {
   // initial latent is the clean one, the transformer treats it as clean, its
   // velocity is zero, and it keeps its initial values through every step.
   std::vector<int64_t> condition_frames;
+  bool conditions_any_frame() const {
+    return std::any_of(condition_frames.begin(), condition_frames.end(), [](int64_t f) { return f != 0; });
+  }
   ActivationDType activations = ActivationDType::F32;
   // CFG passes in one batched forward; false runs them one after the other
   // (same results bit for bit; for tests and debugging). A transformer with
@@ -89,8 +93,12 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
 // which is what makes it checkable without a GPU.
 // The latent-sized float32 buffers denoise_on_backend holds at most: the
 // latent, the conditional velocity, with CFG the unconditional and the
-// guided ones, and UniPC's four history buffers (for the memory estimate).
-inline int64_t denoise_on_backend_latent_buffers(bool cfg) { return (cfg ? 4 : 2) + 4; }
+// guided ones, and UniPC's four history buffers (for the memory estimate);
+// image-to-video adds the guided one without CFG and the clean planes with a
+// zero plane (at most two latents).
+inline int64_t denoise_on_backend_latent_buffers(bool cfg, bool conditioned = false) {
+  return (cfg ? 4 : 2) + 4 + (conditioned ? (cfg ? 2 : 3) : 0);
+}
 // Both loops run a step's CFG passes as one forward (so the memory estimate
 // counts two passes' activations at once) when this holds.
 inline bool denoise_batches_cfg(const Cosmos3Transformer& transformer, const DenoiseRequest& request) {

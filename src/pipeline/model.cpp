@@ -105,6 +105,7 @@ struct Model::Impl {
     r.guidance = p.guidance;
     r.activations = options.activations;
     r.batch_cfg = p.cfg_batched;
+    r.condition_frames = p.condition_frames;
     return r;
   }
 
@@ -117,7 +118,7 @@ struct Model::Impl {
     const std::array<int64_t, 2> prompts{int64_t(r.cond_ids.size()), int64_t(r.uncond_ids.size())};
     const PatchGrid grid{C, T, H, W, transformer.config().latent_patch_size};
     return estimate_run_memory(transformer, std::span(prompts.data(), cfg ? 2 : 1),
-                               grid, grid.tokens(), r.activations, denoise_on_backend_latent_buffers(cfg), batched);
+                               grid, grid.tokens(), r.activations, denoise_on_backend_latent_buffers(cfg, r.conditions_any_frame()), batched);
   }
 
   MemoryEstimate estimate_memory(const DenoiseRequest& request) const {
@@ -327,7 +328,6 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
   m.check_memory(request);  // before anything the size of the request is allocated
   auto generator = std::make_shared<NormalGenerator>(r.seed);
   request.noise = r.noise ? *r.noise : generator->normals(std::size_t(C * T * H * W));
-  request.condition_frames = p.condition_frames;
   if (r.image) {
     // The clean latent of the image replaces the noise of frame 0.
     const int64_t sf = m.vae->sizes().config().spatial_factor();

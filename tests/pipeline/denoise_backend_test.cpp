@@ -5,12 +5,15 @@
 // latent), the same trace and calls, for UniPC (the golden trajectories,
 // forced codes included) and FlowMatch Euler, float32 and bf16 activations,
 // with and without CFG, the CFG passes batched in one forward (as on the
-// host) or one at a time; an observer that wants nothing gets nothing copied.
+// host) or one at a time, image-to-video's conditioned frame included; an
+// observer that wants nothing gets nothing copied.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error_of.hpp"
+#include "pipeline/image_to_video_run.hpp"
 #include "pipeline/trajectory_run.hpp"
 #include "sched/flow_match_euler.hpp"
 #include "sched/unipc.hpp"
@@ -132,6 +135,70 @@ TEST(DenoiseOnBackend, CopiesOnlyWhatTheObserverWants) {
   EXPECT_EQ(latent_only.values, 6 * n);
   EXPECT_TRUE(same_bits(latent_only.last_latent, r.latent));
   EXPECT_EQ(everything.values, 6 * 4 * n);
+}
+
+// Records the latent and the guided velocity the loop hands over at every step.
+class Recording : public DenoiseObserver {
+ public:
+  void on_step_end(int, const std::vector<float>&, const std::vector<float>*, const std::vector<float>& v_guided,
+                   const std::vector<float>& latent) override {
+    guided.push_back(v_guided);
+    latents.push_back(latent);
+  }
+  std::vector<std::vector<float>> guided, latents;
+};
+
+// The device loop zeroes the guided velocity on the conditioned frame and
+// restores its clean values after every step, as the host loop does: the
+// same bits at every step, with and without CFG, under UniPC and Euler.
+TEST(DenoiseOnBackend, ImageToVideoGivesTheHostLoopsBits) {
+  for (ActivationDType activations : {ActivationDType::F32, ActivationDType::BF16}) {
+    for (double guidance : {1.0, 3.0}) {
+      for (bool unipc : {true, false}) {
+        SCOPED_TRACE(std::string(activation_dtype_name(activations)) + " guidance " + std::to_string(guidance) +
+                     (unipc ? " UniPC" : " Euler"));
+        auto make = [&]() -> std::unique_ptr<sched::Scheduler> {
+          if (unipc) {
+            sched::UniPCOptions o;
+            o.flow_shift = 10.0;
+            return std::make_unique<sched::UniPCMultistepScheduler>(o);
+          }
+          sched::FlowMatchEulerOptions o;
+          o.shift = 3.0;
+          return std::make_unique<sched::FlowMatchEulerDiscreteScheduler>(o);
+        };
+        Recording host_steps, resident_steps;
+        const auto a = make(), b = make();
+        const DenoiseResult host =
+            run_image_to_video("transformer-fp8", cpu_backend(), *a, guidance, activations, true, false, &host_steps);
+        const DenoiseResult resident =
+            run_image_to_video("transformer-fp8", cpu_backend(), *b, guidance, activations, true, true, &resident_steps);
+        ASSERT_EQ(resident_steps.latents.size(), 6u);
+        ASSERT_EQ(host_steps.latents.size(), 6u);
+        for (std::size_t i = 0; i < 6; ++i) {
+          EXPECT_TRUE(same_bits(resident_steps.latents[i], host_steps.latents[i])) << "step " << i;
+          EXPECT_TRUE(same_bits(resident_steps.guided[i], host_steps.guided[i])) << "step " << i;
+        }
+        EXPECT_TRUE(same_bits(resident.latent, host.latent));
+        EXPECT_EQ(resident.trace, host.trace);
+        EXPECT_EQ(resident.batched_steps, host.batched_steps);
+        // Frame 0 is the clean latent, bit for bit; the guided velocity is
+        // zero there.
+        EXPECT_TRUE(same_bits(latent_frame(resident.latent, 0), image_to_video_clean_frame()));
+        for (float v : latent_frame(resident_steps.guided.back(), 0)) EXPECT_EQ(v, 0.0f);
+      }
+    }
+  }
+  // Passes one at a time: the batched host loop's bits still.
+  sched::UniPCOptions o;
+  o.flow_shift = 10.0;
+  sched::UniPCMultistepScheduler a(o), b(o);
+  const DenoiseResult host =
+      run_image_to_video("transformer-fp8", cpu_backend(), a, 3.0, ActivationDType::F32, true, false);
+  const DenoiseResult separate =
+      run_image_to_video("transformer-fp8", cpu_backend(), b, 3.0, ActivationDType::F32, false, true);
+  EXPECT_TRUE(same_bits(separate.latent, host.latent));
+  EXPECT_EQ(separate.batched_steps, 0);
 }
 
 // Counts the transformer passes the loop starts.
