@@ -4,6 +4,7 @@
 #include <new>
 
 #include "backend/backend.hpp"
+#include "backend/vae_device.hpp"
 #include "core/non_finite.hpp"
 #include "core/parallel.hpp"
 #include "kernels/kernel_set.hpp"
@@ -142,6 +143,11 @@ Backend& cpu_backend() {
 }
 
 Backend& backend_for(Device device) { return device == Device::Cuda ? cuda_backend() : cpu_backend(); }
+
+VaeDevice& vae_device_for(Device device) {
+  if (device != Device::Cuda) throw Error("vae", "internal: the CPU decodes frames in host memory, not on a VAE device");
+  return cuda_vae_device();
+}
 
 Backend& backend_for(Device device, ActivationDType activations) {
   Backend& backend = backend_for(device);  // first: a missing GPU is the thing to say

@@ -218,7 +218,7 @@ Model Model::open(const std::string& path, const ModelOptions& options) {
   info.latent_channels = impl->transformer.config().latent_channel;
   info.pixel_space = is_pixel_space(impl->dir);
   if (const auto folder = vae_folder_of(impl->dir))
-    impl->vae.emplace(*folder, info.latent_channels, options.activations);
+    impl->vae.emplace(*folder, info.latent_channels, options.activations, options.device);
   info.has_vae = impl->vae.has_value();
   info.has_tokenizer = impl->dir.tokenizer_path.has_value();
   info.warnings = impl->transformer.warnings();

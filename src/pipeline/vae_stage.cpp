@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "backend/vae_device.hpp"
 #include "io/png.hpp"
 #include "io/video.hpp"
 
@@ -26,8 +27,12 @@ vae::VaeOptions headers_only(ActivationDType activations) {
 
 }  // namespace
 
-VaeStage::VaeStage(const std::string& folder, int64_t transformer_channels, ActivationDType activations)
-    : folder_(folder), options_(headers_only(activations)), sizes_(vae::WanVae::load(folder, options_)) {
+VaeStage::VaeStage(const std::string& folder, int64_t transformer_channels, ActivationDType activations,
+                   Device device)
+    : folder_(folder),
+      options_(headers_only(activations)),
+      device_(device == Device::Cpu ? nullptr : &vae_device_for(device)),
+      sizes_(vae::WanVae::load(folder, options_)) {
   if (sizes_.config().z_dim != transformer_channels)
     throw Error("generate", folder + "/config.json: z_dim: expected the transformer's latent_channel " +
                                 std::to_string(transformer_channels) + ", got " + std::to_string(sizes_.config().z_dim));
@@ -57,9 +62,11 @@ std::vector<float> VaeStage::encode_condition_image(const std::string& image_pat
 void VaeStage::check_decode_memory(const std::array<int64_t, 4>& shape, bool collect) const {
   const auto [C, T, h, w] = shape;
   const int64_t sf = sizes_.config().spatial_factor();
-  vae::check_memory(sizes_.estimate_decode(T, h, w, collect), vae::available_memory_bytes().value_or(SIZE_MAX),
-                    "decoding " + std::to_string(sizes_.config().pixel_frames(T)) + " frames of " +
-                        std::to_string(h * sf) + "x" + std::to_string(w * sf));
+  // On the GPU this runs again just before the decode, when the
+  // transformer's buffers are held.
+  vae::check_decode_fits(sizes_, T, h, w, collect, device_, vae::available_memory_bytes().value_or(SIZE_MAX),
+                         "decoding " + std::to_string(sizes_.config().pixel_frames(T)) + " frames of " +
+                             std::to_string(h * sf) + "x" + std::to_string(w * sf));
 }
 
 void VaeStage::check_encode_memory(const std::array<int64_t, 4>& shape) const {
@@ -75,6 +82,8 @@ void VaeStage::decode_and_stage(const std::vector<float>& latent, const std::arr
   vae::RunOptions run;
   run.input_label = "the generated latent";
   run.progress = progress;
+  run.device = device_;
+  if (device_) check_decode_memory(shape, false);
   vae::decode_and_stage(loaded(true), latent.data(), {1, C, T, h, w}, outputs, ids, set, run);
 }
 

@@ -28,8 +28,11 @@ const VaeStage* vae_stage_of(const Model& model);
 class VaeStage {
  public:
   // Reads vae/config.json and the weight headers only; checks that the
-  // latent channels agree with the transformer's.
-  VaeStage(const std::string& folder, int64_t transformer_channels, ActivationDType activations);
+  // latent channels agree with the transformer's. On Device::Cuda the
+  // decoder runs on the GPU (backend/vae_device.hpp); the image encode of
+  // image-to-video, one frame, runs on the CPU either way.
+  VaeStage(const std::string& folder, int64_t transformer_channels, ActivationDType activations,
+           Device device = Device::Cpu);
 
   const vae::WanVae& sizes() const { return sizes_; }
 
@@ -55,6 +58,7 @@ class VaeStage {
 
   std::string folder_;
   vae::VaeOptions options_;
+  VaeDevice* device_ = nullptr;  // decodes there; null: on the CPU
   vae::WanVae sizes_;
   mutable std::optional<vae::WanVae> decoder_, encoder_;
 };

@@ -15,7 +15,7 @@ namespace stepmix::cli {
 namespace {
 
 struct VaeCliOptions {
-  std::string vae, activations = "f32";
+  std::string vae, activations = "f32", device = "cpu";
   std::optional<std::string> max_memory;
   VaeDecodeOptions decode;
   VaeEncodeOptions encode;
@@ -24,6 +24,7 @@ struct VaeCliOptions {
     VaeRunOptions r;
     r.vae = vae;
     r.activations = parse_activation_dtype(activations);
+    r.device = parse_device(device);
     if (max_memory) r.max_memory = parse_memory_size(*max_memory, "--max-memory");
     // One line on stderr when it is a terminal, rewritten per latent frame.
     if (isatty(STDERR_FILENO))
@@ -43,6 +44,9 @@ void add_common(CLI::App& cmd, VaeCliOptions& o) {
   cmd.add_option("--activations", o.activations,
                  "f32 (default; matches float32 references) or bf16 (bf16 convolution operands, float32 sums)")
       ->default_val("f32");
+  cmd.add_option("--device", o.device, "cpu, or cuda to decode on the GPU (with --activations bf16)")
+      ->default_val("cpu")
+      ->envname("STEPMIX_DEVICE");
   cmd.add_option("--max-memory", o.max_memory,
                  "Refuse requests estimated to need more (e.g. 8G, 512M; default: the memory available)");
 }

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 
+#include "vae/device_frames.hpp"
+
 namespace stepmix::vae {
 namespace {
 
 // Channels [c0, c0 + c) of every position of x.
 Frame channel_slice(const Frame& x, int64_t c0, int64_t c) {
+  if (x.on_device()) return on_device::channel_slice(x, c0, c);
   Frame y = Frame::zeros(x.h, x.w, c);
   for (int64_t p = 0; p < x.positions(); ++p)
     std::copy_n(x.f32.begin() + p * x.c + c0, c, y.f32.begin() + p * c);

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <string>
 
+#include "backend/vae_device.hpp"
 #include "core/numerics.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/kernel_set.hpp"
 #include "stepmix/error.hpp"
+#include "vae/device_frames.hpp"
 
 namespace stepmix::vae {
 namespace {
@@ -21,7 +23,7 @@ void parallel_ranges(int64_t count, int64_t piece, const Fn& fn) {
 
 void run_conv(const ConvLayer& layer, const void* const* inputs, const Frame& x, int stride, int pad_top,
               int pad_left, Frame& y, const Frame* residual) {
-  const float* residual_data = residual ? residual->f32.data() : nullptr;
+  const float* residual_data = residual ? residual->f32_data() : nullptr;
   void* out = y.data();
   kernels::Conv3dArgs args;
   args.weights = layer.weights.get();
@@ -36,7 +38,11 @@ void run_conv(const ConvLayer& layer, const void* const* inputs, const Frame& x,
   args.x_type = layer.input_type();
   args.residual_frames = residual ? &residual_data : nullptr;
   args.y_frames = &out;
-  kernels::active_convolution().conv3d(args);
+  if (x.on_device()) {
+    x.device->conv3d(layer.weights, args);
+  } else {
+    kernels::active_convolution().conv3d(args);
+  }
 }
 
 void check_input(const ConvLayer& layer, const Frame& x) {
@@ -49,6 +55,7 @@ void check_input(const ConvLayer& layer, const Frame& x) {
 
 Frame convert_frame(Frame x, FrameElement type) {
   if (x.type == type) return x;
+  if (x.on_device()) return on_device::convert(x, type);
   Frame out;
   out.h = x.h;
   out.w = x.w;
@@ -72,7 +79,7 @@ Frame convert_frame(Frame x, FrameElement type) {
 Frame conv_frame(const ConvLayer& layer, const Frame& x, int stride, int pad_top, int pad_left, int64_t h_out,
                  int64_t w_out, const Frame* residual) {
   check_input(layer, x);
-  Frame y = Frame::zeros(h_out, w_out, layer.c_out());
+  Frame y = frame_like(x, h_out, w_out, layer.c_out());
   const void* inputs[1] = {x.data()};
   run_conv(layer, inputs, x, stride, pad_top, pad_left, y, residual);
   return y;
@@ -87,6 +94,7 @@ Frame conv_frames(const ConvLayer& layer, const std::vector<const Frame*>& input
     data.push_back(f ? f->data() : nullptr);
   }
   if (!any || int64_t(inputs.size()) != layer.weights->kt) throw Error("vae", "internal: conv_frames needs kt frames");
+  if (any->on_device()) throw Error("vae", "internal: conv_frames (the encoder's) runs in host memory only");
   Frame y = Frame::zeros(any->h, any->w, layer.c_out());
   run_conv(layer, data.data(), *any, 1, 0, 0, y, nullptr);
   return y;
@@ -100,7 +108,7 @@ Frame CausalConv::step(Frame x, const Frame* residual) {
   const std::size_t missing = std::size_t(w.kt - 1) - history_.size();
   for (std::size_t i = 0; i < history_.size(); ++i) inputs[missing + i] = history_[i].data();
   inputs.back() = x.data();
-  Frame y = Frame::zeros(x.h, x.w, w.c_out);
+  Frame y = frame_like(x, x.h, x.w, w.c_out);
   run_conv(layer_, inputs.data(), x, 1, w.kh / 2, w.kw / 2, y, residual);
   if (w.kt > 1) {
     history_.push_back(std::move(x));
@@ -116,9 +124,9 @@ std::size_t CausalConv::history_bytes(int64_t h, int64_t w, int64_t frames) cons
 }
 
 Frame rms_norm(const Frame& x, const std::vector<float>& gamma, bool silu, FrameElement out_type) {
-  Frame y = Frame::zeros(x.h, x.w, x.c, out_type);
+  Frame y = frame_like(x, x.h, x.w, x.c, out_type);
   kernels::ChannelNormArgs args;
-  args.x = x.f32.data();
+  args.x = x.f32_data();
   args.positions = x.positions();
   args.channels = x.c;
   args.gamma = gamma.data();
@@ -126,11 +134,16 @@ Frame rms_norm(const Frame& x, const std::vector<float>& gamma, bool silu, Frame
   args.silu = silu;
   args.y_type = out_type;
   args.y = y.data();
-  kernels::active_convolution().channel_rms_norm(args);
+  if (x.on_device()) {
+    x.device->channel_rms_norm(args);
+  } else {
+    kernels::active_convolution().channel_rms_norm(args);
+  }
   return y;
 }
 
 void add_in_place(Frame& x, const Frame& y) {
+  if (x.on_device()) return on_device::add_in_place(x, y);
   for (std::size_t i = 0; i < x.f32.size(); ++i) x.f32[i] += y.f32[i];
 }
 
@@ -141,9 +154,9 @@ Frame ResidualBlock::forward(const Frame& x) {
   return conv2.step(rms_norm(h, norm2, true, conv2.layer().input_type()), projected ? &*projected : &x);
 }
 
-Frame AttentionBlock::forward(const Frame& x) const {
-  const int64_t P = x.positions(), C = x.c;
-  const Frame qkv = conv_frame(to_qkv, rms_norm(x, norm, false, to_qkv.input_type()), 1, 0, 0, x.h, x.w);
+Frame single_head_attention(const Frame& qkv) {
+  if (qkv.on_device()) return on_device::attention(qkv);
+  const int64_t P = qkv.positions(), C = qkv.c / 3;
   // q, k, v as separate row-major [P, C]; v also transposed to [C, P] so that
   // o = softmax(q·kᵀ)·v is a GEMM against "weights" vᵀ.
   std::vector<float> q(std::size_t(P * C)), k(std::size_t(P * C)), vt(std::size_t(C * P));
@@ -153,7 +166,7 @@ Frame AttentionBlock::forward(const Frame& x) const {
       k[std::size_t(p * C + c)] = qkv.f32[std::size_t(p * 3 * C + C + c)];
       vt[std::size_t(c * P + p)] = qkv.f32[std::size_t(p * 3 * C + 2 * C + c)];
     }
-  Frame o = Frame::zeros(x.h, x.w, C);
+  Frame o = Frame::zeros(qkv.h, qkv.w, C);
   constexpr int64_t kQueryBlock = 256;  // bounds the score matrix to 256 × P floats
   std::vector<float> scores(std::size_t(std::min(P, kQueryBlock) * P));
   const auto& gemm = kernels::active_kernels().linear.gemm;
@@ -184,7 +197,12 @@ Frame AttentionBlock::forward(const Frame& x) const {
     a.y = o.f32.data() + q0 * C;
     gemm(a);
   }
-  return conv_frame(proj, convert_frame(std::move(o), proj.input_type()), 1, 0, 0, x.h, x.w, &x);
+  return o;
+}
+
+Frame AttentionBlock::forward(const Frame& x) const {
+  const Frame qkv = conv_frame(to_qkv, rms_norm(x, norm, false, to_qkv.input_type()), 1, 0, 0, x.h, x.w);
+  return conv_frame(proj, convert_frame(single_head_attention(qkv), proj.input_type()), 1, 0, 0, x.h, x.w, &x);
 }
 
 Frame MidBlock::forward(const Frame& x, const std::string& prefix, const FrameTap* tap) {
@@ -198,6 +216,7 @@ Frame MidBlock::forward(const Frame& x, const std::string& prefix, const FrameTa
 }
 
 Frame upsample_nearest2(const Frame& x, FrameElement out_type) {
+  if (x.on_device()) return on_device::upsample_nearest2(x, out_type);
   Frame y = Frame::zeros(2 * x.h, 2 * x.w, x.c, out_type);
   const int64_t C = x.c;
   parallel_ranges(y.h, 8, [&](int64_t begin, int64_t end) {
@@ -219,6 +238,7 @@ Frame upsample_nearest2(const Frame& x, FrameElement out_type) {
 }
 
 Frame duplicate_up(const Frame& x, int64_t c_out, int ft, int fs, int dt) {
+  if (x.on_device()) return on_device::duplicate_up(x, c_out, ft, fs, dt);
   const int64_t f = int64_t(ft) * fs * fs;
   const int64_t r = c_out * f / x.c;
   // Source channel of every output channel, per sub-position (dy, dx).
@@ -244,6 +264,7 @@ Frame duplicate_up(const Frame& x, int64_t c_out, int ft, int fs, int dt) {
 Frame average_down(const std::vector<const Frame*>& frames, int64_t c_out, int fs) {
   const Frame* any = nullptr;
   for (const Frame* f : frames) any = f ? f : any;
+  if (any->on_device()) throw Error("vae", "internal: average_down (the encoder's) runs in host memory only");
   const int64_t ft = int64_t(frames.size());
   const int64_t C = any->c;
   const int64_t f = ft * fs * fs;
@@ -285,6 +306,7 @@ Frame patchify(const Frame& pixels, int p) {
 }
 
 Frame unpatchify_clamped(const Frame& x, int p) {
+  if (x.on_device()) return on_device::unpatchify_clamped(x, p);
   const int64_t colours = x.c / (int64_t(p) * p);
   Frame y = Frame::zeros(x.h * p, x.w * p, colours);
   for (int64_t iy = 0; iy < x.h; ++iy)

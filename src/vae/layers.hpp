@@ -82,6 +82,10 @@ struct ResidualBlock {
   Frame forward(const Frame& x);
 };
 
+// softmax(q·kᵀ / sqrt(C))·v over the positions of one frame, for qkv
+// [h][w][3C] = [q | k | v] float32: [h][w][C] float32.
+Frame single_head_attention(const Frame& qkv);
+
 // Single-head attention over the positions of one frame, width C, scale
 // 1/sqrt(C), then proj and the residual x.
 struct AttentionBlock {

@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backend/vae_device.hpp"
 #include "io/checkpoint.hpp"
 #include "stepmix/error.hpp"
+#include "vae/device_frames.hpp"
 
 namespace stepmix::vae {
 namespace fs = std::filesystem;
@@ -84,6 +86,13 @@ void WanVae::decode(const float* latent, const std::vector<int64_t>& shape, cons
     throw Error("vae", label + ": expected shape [1, " + std::to_string(z) + ", T, h, w], got " + shape_text(shape));
   const int64_t T = shape[2], h = shape[3], w = shape[4];
   check_finite(latent, z * T * h * w, label + " " + shape_text(shape));
+  if (options.device && arithmetic_ != kernels::GemmArithmetic::BF16)
+    throw Error("vae", folder_ + ": decoding on the GPU runs BF16 arithmetic (--activations bf16)");
+  // On a device the tap sees host copies of its frames.
+  FrameTap host_tap;
+  if (options.device && options.tap && *options.tap)
+    host_tap = [&](const std::string& module, const Frame& frame) { (*options.tap)(module, download_frame(frame)); };
+  const FrameTap* tap = options.device ? (host_tap ? &host_tap : nullptr) : options.tap;
   Decoder decoder = decoder_;  // fresh histories, shared weights
   int64_t next_frame = 0;
   const int64_t expected_frames = config_.pixel_frames(T);
@@ -99,10 +108,12 @@ void WanVae::decode(const float* latent, const std::vector<int64_t>& shape, cons
         v = v + mean_[std::size_t(c)];
       }
     if (options.tap && *options.tap) (*options.tap)("z", frame);
-    decoder.push(frame, [&](Frame&& rgb) {
+    if (options.device) frame = upload_frame(*options.device, frame);
+    decoder.push(frame, [&](Frame&& pixels) {
+      const Frame rgb = download_frame(pixels);
       check_finite(rgb.f32.data(), rgb.size(), "decoded pixel frame " + std::to_string(next_frame));
       sink(next_frame++, rgb);
-    }, options.tap);
+    }, tap);
     if (options.progress) options.progress(t + 1, T);
   }
   if (next_frame != expected_frames)
@@ -182,6 +193,15 @@ MemoryEstimate WanVae::estimate_decode(int64_t latent_frames, int64_t h, int64_t
   return e;
 }
 
+MemoryEstimate WanVae::estimate_decode_on_device(int64_t latent_frames, int64_t h, int64_t w) const {
+  MemoryEstimate e = estimate_decode(latent_frames, h, w, false);
+  // The device's scratch: a chunk of gathered convolution rows, a block of
+  // attention scores, and q, k, vᵀ of the mid block's attention.
+  const int64_t mid_width = config_.decoder_widths().front();
+  e.working += 2 * kVaeDeviceChunkBytes + std::size_t(3 * h * w * mid_width) * sizeof(float);
+  return e;
+}
+
 MemoryEstimate WanVae::estimate_encode(int64_t frames, int64_t H, int64_t W) const {
   MemoryEstimate e;
   e.weights = encoder_weight_bytes_;
@@ -220,6 +240,17 @@ void check_memory(const MemoryEstimate& e, std::size_t limit, const std::string&
                          ", causal histories " + format_bytes(e.histories) + ", frames in flight " +
                          format_bytes(e.working) + (e.output ? ", output " + format_bytes(e.output) : std::string()) +
                          ", other " + format_bytes(e.overhead()) + "), more than the " + format_bytes(limit) + " available");
+}
+
+void check_decode_fits(const WanVae& sizes, int64_t latent_frames, int64_t h, int64_t w, bool collect_output,
+                       VaeDevice* device, std::size_t host_limit, const std::string& what) {
+  if (!device) return check_memory(sizes.estimate_decode(latent_frames, h, w, collect_output), host_limit, what);
+  check_memory(sizes.estimate_decode_on_device(latent_frames, h, w), device->memory_free() + device->scratch_bytes(),
+               what + " on the GPU");
+  if (!collect_output) return;
+  MemoryEstimate host;
+  host.output = sizes.estimate_decode(latent_frames, h, w, true).output;
+  check_memory(host, host_limit, what);
 }
 
 Image8 to_image8(const Frame& rgb) {

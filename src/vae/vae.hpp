@@ -64,6 +64,10 @@ struct RunOptions {
   // What the input is called in error messages, e.g. "in.safetensors: tensor
   // 'latent'"; empty: "latent" / "pixels".
   std::string input_label;
+  // decode only: run the decoder on this device (backend/vae_device.hpp;
+  // BF16 arithmetic), each latent frame uploaded and each pixel frame
+  // brought back to the host for the sink; null: in host memory.
+  VaeDevice* device = nullptr;
 };
 
 // One decoded pixel frame: index in the clip, [H][W][3] RGB in [-1, 1].
@@ -108,6 +112,10 @@ class WanVae {
   // (decode_to_tensor), otherwise frames are streamed.
   MemoryEstimate estimate_decode(int64_t latent_frames, int64_t h, int64_t w, bool collect_output) const;
   MemoryEstimate estimate_encode(int64_t frames, int64_t H, int64_t W) const;
+  // Device memory of a decode on a VAE device (RunOptions::device): the
+  // same weights, histories and frames in flight, plus the device's
+  // bounded scratch (backend/vae_device.hpp).
+  MemoryEstimate estimate_decode_on_device(int64_t latent_frames, int64_t h, int64_t w) const;
 
  private:
   VaeConfig config_;
@@ -132,6 +140,14 @@ std::optional<std::size_t> available_memory_bytes();
 // Throws stepmix::Error("vae", "<what> needs ~X GiB (...), more than the Y GiB available")
 // when estimate.total() > limit.
 void check_memory(const MemoryEstimate& estimate, std::size_t limit, const std::string& what);
+
+// The up-front check of a decode of `latent_frames` frames of h × w:
+// without a device, the whole estimate (a collected output included)
+// against `host_limit`; on a device, the decoder's estimate on it against
+// its free memory (plus the scratch it holds already) and a collected output
+// against `host_limit`. `what` begins the message.
+void check_decode_fits(const WanVae& sizes, int64_t latent_frames, int64_t h, int64_t w, bool collect_output,
+                       VaeDevice* device, std::size_t host_limit, const std::string& what);
 
 // "1.5 GiB" / "12.0 MiB", for messages.
 std::string format_bytes(std::size_t bytes);

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "backend/vae_device.hpp"
 #include "io/output_format.hpp"
 #include "io/png.hpp"
 #include "io/safetensors.hpp"
@@ -74,6 +75,11 @@ void vae_decode(const VaeDecodeOptions& o, std::FILE* out) {
   outputs.frames_dir = o.frames_dir;
   if (!(o.fps > 0) || o.fps > 1000) throw Error("vae", "--fps: expected a number in (0, 1000], got " + std::to_string(o.fps));
   outputs.fps = o.fps;
+  VaeDevice* device = nullptr;
+  if (o.run.device != Device::Cpu) {
+    device = &vae_device_for(o.run.device);  // a missing GPU first
+    if (o.run.activations != ActivationDType::BF16) throw Error("cuda", kF32ActivationsAreCpuOnly);
+  }
   vae::VaeOptions load;
   load.arithmetic = arithmetic_of(o.run.activations);
   const std::size_t limit = memory_limit(o.run);
@@ -87,6 +93,7 @@ void vae_decode(const VaeDecodeOptions& o, std::FILE* out) {
   vae::RunOptions run;
   run.input_label = o.latent + ": tensor 'latent'";
   run.progress = o.run.progress;
+  run.device = device;
 
   const std::vector<int64_t>& shape = latent.shape;
   if (shape.size() != 5 || shape[0] != 1 || shape[1] != z || shape[2] < 1 || shape[3] < 1 || shape[4] < 1)
@@ -94,9 +101,9 @@ void vae_decode(const VaeDecodeOptions& o, std::FILE* out) {
                            shape_to_string(shape));
   const int64_t T = shape[2], F = sizes.config().pixel_frames(T), sf = sizes.config().spatial_factor();
   const int64_t H = shape[3] * sf, W = shape[4] * sf;
-  vae::check_memory(sizes.estimate_decode(T, shape[3], shape[4], outputs.collects()), limit,
-                    o.latent + ": decoding " + std::to_string(F) + " frames of " + std::to_string(H) + "x" +
-                        std::to_string(W));
+  vae::check_decode_fits(sizes, T, shape[3], shape[4], outputs.collects(), device, limit,
+                         o.latent + ": decoding " + std::to_string(F) + " frames of " + std::to_string(H) + "x" +
+                             std::to_string(W));
   // The outputs are checked before the weights are read.
   OutputSet set;
   set.add_input("--latent", o.latent);
@@ -109,12 +116,15 @@ void vae_decode(const VaeDecodeOptions& o, std::FILE* out) {
   set.commit();
   std::string written = o.out.value_or("");
   if (o.frames_dir) written += (written.empty() ? "" : " and ") + *o.frames_dir;
-  std::fprintf(out, "pixels [1, 3, %lld, %lld, %lld] -> %s (%.2f s, %s activations)\n", (long long)F, (long long)H,
+  std::fprintf(out, "pixels [1, 3, %lld, %lld, %lld] -> %s (%.2f s, %s activations%s)\n", (long long)F, (long long)H,
                (long long)W, written.c_str(), seconds_since(start),
-               std::string(activation_dtype_name(o.run.activations)).c_str());
+               std::string(activation_dtype_name(o.run.activations)).c_str(), device ? ", on the GPU" : "");
 }
 
 void vae_encode(const VaeEncodeOptions& o, std::FILE* out) {
+  if (o.run.device != Device::Cpu)
+    throw Error("vae", "encode: --device " + std::string(device_name(o.run.device)) +
+                           ": the encoder runs on the CPU only; use --device cpu (decode runs on the GPU)");
   if (bool(o.pixels) == bool(o.image)) throw Error("vae", "encode: give exactly one of --pixels IN.safetensors and --image IN.png");
   output_format_for(o.out, "--out", {OutputFormat::Safetensors});
   vae::VaeOptions load;

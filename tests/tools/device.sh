@@ -3,8 +3,10 @@
 # Where no GPU is usable (no NVIDIA driver, no device, compute capability
 # below 9.0, or a build without CUDA), each is refused with exit 2 and one
 # line naming what is missing, before anything is written. Where a GPU is
-# usable, a bf16 forward runs and float32 activations are refused with one
-# line. $1 = stepmix binary, $2 = tests/data.
+# usable, a bf16 forward runs, a generation on a model with vae/ decodes its
+# picture on the GPU, `vae decode` runs there, and float32 activations are
+# refused with one line. `vae encode` runs on the CPU only, everywhere.
+# $1 = stepmix binary, $2 = tests/data.
 set -u
 source "$(dirname "$0")/lib.sh" "$@"
 g=$golden
@@ -25,6 +27,8 @@ expect_missing() {
 }
 
 forward=(forward --model "$g/transformer" --inputs "$case_file" --out "$tmp/x.safetensors" --precision dense)
+vae_dir=$data/golden/wan22-vae-tiny
+decode=(vae decode --vae "$vae_dir/vae" --latent "$vae_dir/decode/image.safetensors" --out "$tmp/x.png")
 if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err"; then
   # A usable GPU: the forward ran; float32 activations are CPU-only.
   echo "device: a usable GPU is present"
@@ -34,6 +38,18 @@ if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/e
   expect_error f32-on-cuda "--activations f32 is CPU-only; use --activations bf16 with --device cuda" \
     "${forward[@]}" --device cuda --activations f32
   STEPMIX_DEVICE=cuda expect_error f32-on-cuda-env "--activations f32 is CPU-only" "${forward[@]}"
+  # The VAE decodes on the GPU, from the CLI and after a generation.
+  checks=$((checks + 1))
+  "$bin" "${decode[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err" || fail "vae decode on cuda: $(cat "$tmp/err")"
+  grep -q "bf16 activations, on the GPU)" "$tmp/out" || fail "vae decode on cuda: $(cat "$tmp/out")"
+  [[ -s $tmp/x.png ]] || fail "vae decode on cuda wrote no picture"
+  rm -f "$tmp/x.png"
+  expect_error vae-f32-on-cuda "--activations f32 is CPU-only" "${decode[@]}" --device cuda
+  checks=$((checks + 1))
+  "$bin" generate --model "$data/vae-model" --prompt-ids 5,9,13 --steps 2 --height 32 --width 48 --out "$tmp/x.png" \
+    --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err" || fail "generate with vae/ on cuda: $(cat "$tmp/err")"
+  [[ -s $tmp/x.png ]] || fail "generate with vae/ on cuda wrote no picture"
+  rm -f "$tmp/x.png"
 else
   echo "device: no usable GPU: $(cat "$tmp/err")"
   expect_missing forward "$bin" "${forward[@]}" --device cuda --activations bf16
@@ -48,7 +64,14 @@ else
     --prompts "$tmp/prompts.txt" --seeds 1 --steps 2 --latent-shape 4,1,6,8 --device cuda --activations bf16 \
     --out "$tmp/report"
   [[ ! -e $tmp/report ]] || fail "compare: a report folder was written"
+  expect_missing vae-decode "$bin" "${decode[@]}" --device cuda --activations bf16
+  expect_missing vae-decode-env env STEPMIX_DEVICE=cuda "$bin" "${decode[@]}" --activations bf16
+  expect_missing generate-vae "$bin" generate --model "$data/vae-model" --prompt-ids 5,9,13 --steps 2 --height 32 \
+    --width 48 --out "$tmp/x.png" --device cuda --activations bf16
 fi
+expect_error vae-encode-on-cuda "encode: --device cuda: the encoder runs on the CPU only; use --device cpu" \
+  vae encode --vae "$vae_dir/vae" --pixels "$vae_dir/encode/image.safetensors" --out "$tmp/y.safetensors" \
+  --device cuda
 # The CPU stays the default, and --device says what it accepts.
 "$bin" "${forward[@]}" >/dev/null 2>"$tmp/err" || fail "default device: $(cat "$tmp/err")"
 expect_error bad-device "--device: expected cpu or cuda, got 'tpu'" "${forward[@]}" --device tpu

@@ -194,6 +194,58 @@ void patchify(const float* latent, const PatchGrid& grid, float* patches, Stream
 void unpatchify(const float* patches, const PatchGrid& grid, const int64_t* noisy_frames_host, int64_t frame_count,
                 float* out, StreamHandle stream);
 
+// ================================================================ the video VAE
+// Frames channels-last [h][w][c] (vae/frame.hpp). A convolution runs as an
+// implicit GEMM: conv_gather_taps_bf16 writes the rows of its output
+// positions as [row][tap][c_in] bf16 (tap = (a·kh + b)·kw + c, zero for a null
+// frame or a tap in the padding), gemm_bf16_to_f32 multiplies them by the
+// weights [c_out][taps·c_in], and conv_epilogue_f32 adds the bias, then the
+// residual, rounding after each (the CPU's epilogue, kernels/conv_kernels.hpp).
+
+// The kt input frames of one output frame, oldest first; null = zeros.
+struct ConvFrames {
+  static constexpr int kMaxFrames = 4;
+  const uint16_t* frame[kMaxFrames] = {};
+};
+struct ConvGeometry {
+  int kt = 1, kh = 1, kw = 1;
+  int64_t c_in = 0;
+  int64_t h_in = 0, w_in = 0, w_out = 0;
+  int stride = 1, pad_top = 0, pad_left = 0;
+};
+// Rows [row0, row0 + rows) of the output positions (row = y·w_out + x) into
+// a [rows][kt·kh·kw·c_in]. Bit-exact gathers.
+void conv_gather_taps_bf16(const ConvFrames& frames, const ConvGeometry& geometry, int64_t row0, int64_t rows,
+                           uint16_t* a, StreamHandle stream);
+// y[r][o] = (y[r][o] + bias[o]) + residual[r][o] in place (residual may be null).
+void conv_epilogue_f32(float* y, const float* bias, const float* residual, int64_t rows, int64_t c_out,
+                       StreamHandle stream);
+// kernels::ref::channel_rms_norm (x, gamma float32; y float32 or bf16): the
+// sum of squares in float64 rounded once, SiLU's exponential in float64
+// rounded once; the CPU variants differ by the order of their float32 sums.
+void channel_rms_norm(const float* x, int64_t positions, int64_t channels, const float* gamma, float scale, bool silu,
+                      bool bf16_out, void* y, StreamHandle stream);
+// The index maps of vae/layers.hpp, bit-exact: nearest ×2 of [h][w][c]
+// (bf16 output rounds to nearest even), the duplicate-up shortcut, channels
+// [c0, c0 + c) of every position, unpatchify with the clamp to [-1, 1].
+void upsample_nearest2(const float* x, int64_t h, int64_t w, int64_t c, bool bf16_out, void* y, StreamHandle stream);
+void duplicate_up(const float* x, int64_t h, int64_t w, int64_t c_in, int64_t c_out, int ft, int fs, int dt, float* y,
+                  StreamHandle stream);
+void channel_slice(const float* x, int64_t positions, int64_t channels, int64_t c0, int64_t c, float* y,
+                   StreamHandle stream);
+void unpatchify_clamped(const float* x, int64_t h, int64_t w, int64_t c, int p, float* y, StreamHandle stream);
+// The mid block's attention: qkv [P][3C] into q, k [P][C] and vᵀ [C][P]; and
+// s[r][:] = softmax(s[r][:]) per row (exp in float64 rounded once, float32 sums).
+void split_qkv(const float* qkv, int64_t P, int64_t C, float* q, float* k, float* vt, StreamHandle stream);
+void softmax_rows(float* s, int64_t rows, int64_t n, StreamHandle stream);
+// float32 y[M, N] = x[M, K] · W[N, K]ᵀ, bf16 operands (the convolutions), and
+// y = alpha · x · Wᵀ with float32 operands (the attention's two products);
+// float32 sums in cuBLASLt's order, no bias.
+void gemm_bf16_to_f32(GemmRunner& runner, const uint16_t* x, const uint16_t* w, int64_t M, int64_t N, int64_t K,
+                      float* y, StreamHandle stream);
+void gemm_f32(GemmRunner& runner, const float* x, const float* w, int64_t M, int64_t N, int64_t K, float alpha,
+              float* y, StreamHandle stream);
+
 // ================================================================ seeded device fills (tests, benchmarks)
 // Counter-based (the value of element i depends only on seed and i), so the
 // same seed fills the same values at any launch shape.

@@ -27,7 +27,7 @@ void check_cublas(cublasStatus_t status, const std::string& operation) {
     throw Error("cuda", operation + ": " + cublasLtGetStatusName(status) + ": " + cublasLtGetStatusString(status));
 }
 
-enum class Operands : uint8_t { BF16, E4M3 };
+enum class Operands : uint8_t { BF16, E4M3, F32 };
 
 // The largest power of two (up to 256) dividing the address: cuBLASLt picks
 // kernels by alignment, so it is part of a plan's identity.
@@ -58,7 +58,8 @@ struct PlanKeyHash {
 };
 
 std::string describe(const PlanKey& k) {
-  return std::string(k.operands == Operands::E4M3 ? "W8A8" : "BF16") + " M=" + std::to_string(k.M) +
+  const char* operands = k.operands == Operands::E4M3 ? "W8A8" : k.operands == Operands::F32 ? "F32" : "BF16";
+  return std::string(operands) + " M=" + std::to_string(k.M) +
          " N=" + std::to_string(k.N) + " K=" + std::to_string(k.K) + (k.f32_output ? " float32 output" : "") +
          (k.bias_bf16 ? " bf16 bias" : "");
 }
@@ -112,7 +113,9 @@ struct GemmRunner::Impl {
     if (found != plans.end()) return *found->second;
     const std::string what = describe(key);
     auto plan = std::make_unique<Plan>();
-    const cudaDataType_t operand = key.operands == Operands::E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+    const cudaDataType_t operand = key.operands == Operands::E4M3 ? CUDA_R_8F_E4M3
+                                   : key.operands == Operands::F32  ? CUDA_R_32F
+                                                                    : CUDA_R_16BF;
     const cudaDataType_t output = key.f32_output ? CUDA_R_32F : CUDA_R_16BF;
     check_cublas(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                  "cublasLtMatmulDescCreate (" + what + ")");
@@ -175,13 +178,20 @@ struct GemmRunner::Impl {
     }
   }
 
-  void matmul(const PlanKey& key, const Pointers& p, StreamHandle stream) {
+  void matmul(const PlanKey& key, const Pointers& p, StreamHandle stream, float alpha = 1.0f) {
     Plan& plan = plan_for(key, p);
     set_pointers(plan, key, p);
-    const float alpha = 1.0f, beta = 0.0f;
+    const float beta = 0.0f;
     check_cublas(cublasLtMatmul(handle, plan.desc, &alpha, p.w, plan.a, p.x, plan.b, &beta, p.y, plan.d, p.y, plan.d,
                                 &plan.algo, workspace.data(), workspace.bytes(), stream),
                  "cublasLtMatmul (" + describe(key) + ")");
+  }
+
+  // float32 y = alpha · x · Wᵀ, no bias (the VAE's products).
+  void run_f32_output(Operands operands, const void* x, const void* w, int64_t M, int64_t N, int64_t K, float alpha,
+                      float* y, StreamHandle stream) {
+    const PlanKey key{operands, true, false, M, N, K, alignment_of(x), alignment_of(w), alignment_of(y), 0};
+    matmul(key, {x, w, y, nullptr, nullptr, nullptr}, stream, alpha);
   }
 
   // The product with a bias of type `bias.type`; x and w are `operands`.
@@ -269,6 +279,20 @@ void gemm_w8a16(GemmRunner& runner, const uint16_t* x, const uint8_t* w_codes, f
   if (M == 0) return;
   dequantize_e4m3_to_bf16(w_codes, N * K, weight_scale, decoded, stream);
   runner.impl().run(Operands::BF16, x, decoded, M, N, K, nullptr, nullptr, bias, y, stream);
+}
+
+void gemm_bf16_to_f32(GemmRunner& runner, const uint16_t* x, const uint16_t* w, int64_t M, int64_t N, int64_t K,
+                      float* y, StreamHandle stream) {
+  check_gemm("gemm_bf16_to_f32", M, N, K, x, w, y, {});
+  if (M == 0) return;
+  runner.impl().run_f32_output(Operands::BF16, x, w, M, N, K, 1.0f, y, stream);
+}
+
+void gemm_f32(GemmRunner& runner, const float* x, const float* w, int64_t M, int64_t N, int64_t K, float alpha,
+              float* y, StreamHandle stream) {
+  check_gemm("gemm_f32", M, N, K, x, w, y, {});
+  if (M == 0) return;
+  runner.impl().run_f32_output(Operands::F32, x, w, M, N, K, alpha, y, stream);
 }
 
 }  // namespace stepmix::cuda

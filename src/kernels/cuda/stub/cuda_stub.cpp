@@ -149,6 +149,36 @@ void unpatchify(const float*, const PatchGrid&, const int64_t*, int64_t, float*,
   without_cuda("unpatchify");
 }
 
+void conv_gather_taps_bf16(const ConvFrames&, const ConvGeometry&, int64_t, int64_t, uint16_t*, StreamHandle) {
+  without_cuda("conv_gather_taps_bf16");
+}
+void conv_epilogue_f32(float*, const float*, const float*, int64_t, int64_t, StreamHandle) {
+  without_cuda("conv_epilogue_f32");
+}
+void channel_rms_norm(const float*, int64_t, int64_t, const float*, float, bool, bool, void*, StreamHandle) {
+  without_cuda("channel_rms_norm");
+}
+void upsample_nearest2(const float*, int64_t, int64_t, int64_t, bool, void*, StreamHandle) {
+  without_cuda("upsample_nearest2");
+}
+void duplicate_up(const float*, int64_t, int64_t, int64_t, int64_t, int, int, int, float*, StreamHandle) {
+  without_cuda("duplicate_up");
+}
+void channel_slice(const float*, int64_t, int64_t, int64_t, int64_t, float*, StreamHandle) {
+  without_cuda("channel_slice");
+}
+void unpatchify_clamped(const float*, int64_t, int64_t, int64_t, int, float*, StreamHandle) {
+  without_cuda("unpatchify_clamped");
+}
+void split_qkv(const float*, int64_t, int64_t, float*, float*, float*, StreamHandle) { without_cuda("split_qkv"); }
+void softmax_rows(float*, int64_t, int64_t, StreamHandle) { without_cuda("softmax_rows"); }
+void gemm_bf16_to_f32(GemmRunner&, const uint16_t*, const uint16_t*, int64_t, int64_t, int64_t, float*, StreamHandle) {
+  without_cuda("gemm_bf16_to_f32");
+}
+void gemm_f32(GemmRunner&, const float*, const float*, int64_t, int64_t, int64_t, float, float*, StreamHandle) {
+  without_cuda("gemm_f32");
+}
+
 void fill_uniform_f32(float*, int64_t, uint64_t, float, float, StreamHandle) { without_cuda("fill_uniform_f32"); }
 void fill_uniform_bf16(uint16_t*, int64_t, uint64_t, float, float, StreamHandle) {
   without_cuda("fill_uniform_bf16");

@@ -1,0 +1,300 @@
+// The video VAE's kernels (frames channels-last [h][w][c], as vae/frame.hpp):
+// the gather of a convolution's taps into GEMM rows and its epilogue, the
+// channel RMS norm, the decoder's index maps (nearest ×2, duplicate-up,
+// channel slices, unpatchify) and the pieces of its single-head attention.
+// Twins of the CPU code named in cuda_kernels.hpp; the index maps are
+// bit-exact, the reductions differ from the CPU only in summation order.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/device_numerics.cuh"
+#include "kernels/cuda/elementwise.cuh"
+
+namespace stepmix::cuda {
+namespace {
+
+using namespace detail;
+
+// ---------------------------------------------------------------- convolution taps
+// One thread per (row, tap, group of V channels); V = 8 moves 16 bytes.
+template <int V>
+struct GatherTaps {
+  ConvFrames frames;
+  int kh, kw;
+  int64_t c_in, h_in, w_in, w_out;
+  int stride, pad_top, pad_left;
+  int64_t row0, groups;  // groups = c_in / V
+  int taps;
+  uint16_t* a;
+
+  __device__ void one(int64_t i) const {
+    const int64_t g = i % groups;
+    const int64_t rest = i / groups;
+    const int tap = int(rest % taps);
+    const int64_t r = rest / taps;
+    const int64_t p = row0 + r;
+    const int64_t oy = p / w_out, ox = p % w_out;
+    const int t = tap / (kh * kw), b = (tap / kw) % kh, c = tap % kw;
+    const int64_t iy = oy * stride + b - pad_top, ix = ox * stride + c - pad_left;
+    const uint16_t* frame = frames.frame[t];
+    uint16_t* out = a + (r * taps + tap) * c_in + g * V;
+    const bool inside = frame && iy >= 0 && iy < h_in && ix >= 0 && ix < w_in;
+    if constexpr (V == 8) {
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (inside) v = *reinterpret_cast<const uint4*>(frame + (iy * w_in + ix) * c_in + g * V);
+      *reinterpret_cast<uint4*>(out) = v;
+    } else {
+      out[0] = inside ? frame[(iy * w_in + ix) * c_in + g] : uint16_t(0);
+    }
+  }
+};
+
+// y[r][o] = (y[r][o] + bias[o]) + residual[r][o], two roundings, in place.
+struct ConvEpilogue {
+  float* y;
+  const float* bias;
+  const float* residual;
+  int64_t c_out;
+  __device__ void one(int64_t i) const {
+    float v = __fadd_rn(y[i], bias[i % c_out]);
+    if (residual) v = __fadd_rn(v, residual[i]);
+    y[i] = v;
+  }
+};
+
+// ---------------------------------------------------------------- channel RMS norm
+// One warp per position: kernels/ref/channel_norm_ref.cpp with the sum of
+// squares in float64 (exact squares) rounded once.
+__global__ void channel_rms_norm_kernel(const float* __restrict__ x, int64_t positions, int64_t channels,
+                                        const float* __restrict__ gamma, float scale, bool silu, bool bf16_out,
+                                        void* __restrict__ y) {
+  const int64_t p = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (p >= positions) return;  // whole warps leave together
+  const int lane = threadIdx.x % 32;
+  const float* in = x + p * channels;
+  double s = 0.0;
+  for (int64_t c = lane; c < channels; c += 32) s = __dadd_rn(s, __dmul_rn(double(in[c]), double(in[c])));
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) s = __dadd_rn(s, __shfl_xor_sync(0xFFFFFFFFu, s, offset));
+  const float norm = fmaxf(__fsqrt_rn(float(s)), 1e-12f);
+  for (int64_t c = lane; c < channels; c += 32) {
+    float v = __fdiv_rn(in[c], norm);
+    v = __fmul_rn(v, scale);
+    v = __fmul_rn(v, gamma[c]);
+    if (silu) v = __fdiv_rn(v, __fadd_rn(1.0f, exp_f32(-v)));
+    if (bf16_out) {
+      static_cast<uint16_t*>(y)[p * channels + c] = float_to_bf16_rne(v);
+    } else {
+      static_cast<float*>(y)[p * channels + c] = v;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- index maps
+struct UpsampleNearest2 {
+  const float* x;
+  int64_t w, c;  // input width and channels
+  bool bf16_out;
+  void* y;
+  __device__ void one(int64_t i) const {
+    const int64_t ch = i % c, pos = i / c;
+    const int64_t ox = pos % (2 * w), oy = pos / (2 * w);
+    const float v = x[((oy / 2) * w + ox / 2) * c + ch];
+    if (bf16_out) {
+      static_cast<uint16_t*>(y)[i] = float_to_bf16_rne(v);
+    } else {
+      static_cast<float*>(y)[i] = v;
+    }
+  }
+};
+
+// vae/layers.hpp duplicate_up: out[y·fs + dy, x·fs + dx, o] = x[y, x, (o·f + dt·fs² + dy·fs + dx) div r].
+struct DuplicateUp {
+  const float* x;
+  int64_t w, c_in, c_out, f, r;
+  int fs, dt;
+  float* y;
+  __device__ void one(int64_t i) const {
+    const int64_t o = i % c_out, pos = i / c_out;
+    const int64_t ox = pos % (w * fs), oy = pos / (w * fs);
+    const int64_t dy = oy % fs, dx = ox % fs;
+    const int64_t source = (o * f + int64_t(dt) * fs * fs + dy * fs + dx) / r;
+    y[i] = x[((oy / fs) * w + ox / fs) * c_in + source];
+  }
+};
+
+struct ChannelSlice {
+  const float* x;
+  int64_t channels, c0, c;
+  float* y;
+  __device__ void one(int64_t i) const { y[i] = x[(i / c) * channels + c0 + i % c]; }
+};
+
+// vae/layers.hpp unpatchify_clamped: channel c·p² + dx·p + dy of position (y, x)
+// to pixel (p·y + dy, p·x + dx), clamped to [-1, 1] (NaN stays NaN).
+struct UnpatchifyClamped {
+  const float* x;
+  int64_t w, xc, colours;
+  int p;
+  float* y;
+  __device__ void one(int64_t i) const {
+    const int64_t c = i % colours, pixel = i / colours;
+    const int64_t px = pixel % (w * p), py = pixel / (w * p);
+    const int64_t dy = py % p, dx = px % p;
+    const float v = x[((py / p) * w + px / p) * xc + c * p * p + dx * p + dy];
+    y[i] = v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v;
+  }
+};
+
+// qkv [P][3C] -> q, k [P][C] and vᵀ [C][P].
+struct SplitQkv {
+  const float* qkv;
+  int64_t P, C;
+  float *q, *k, *vt;
+  __device__ void one(int64_t i) const {
+    const int64_t c = i % C, p = i / C;
+    const float* row = qkv + p * 3 * C;
+    q[i] = row[c];
+    k[i] = row[C + c];
+    vt[c * P + p] = row[2 * C + c];
+  }
+};
+
+// ---------------------------------------------------------------- softmax
+constexpr int kSoftmaxThreads = 256;
+
+__device__ float block_reduce(float v, bool take_max, float* shared) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float o = __shfl_xor_sync(0xFFFFFFFFu, v, offset);
+    v = take_max ? fmaxf(v, o) : __fadd_rn(v, o);
+  }
+  if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float t = threadIdx.x < blockDim.x / 32 ? shared[threadIdx.x] : (take_max ? -INFINITY : 0.0f);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const float o = __shfl_xor_sync(0xFFFFFFFFu, t, offset);
+      t = take_max ? fmaxf(t, o) : __fadd_rn(t, o);
+    }
+    if (threadIdx.x == 0) shared[0] = t;
+  }
+  __syncthreads();
+  const float result = shared[0];
+  __syncthreads();  // shared is reused by the next reduction
+  return result;
+}
+
+// One block per row: s = exp(s − max) / Σ exp(s − max), as vae/layers.cpp.
+__global__ void softmax_rows_kernel(float* __restrict__ s, int64_t n) {
+  __shared__ float shared[kSoftmaxThreads / 32];
+  float* row = s + int64_t(blockIdx.x) * n;
+  float top = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) top = fmaxf(top, row[j]);
+  top = block_reduce(top, true, shared);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const float e = exp_f32(__fsub_rn(row[j], top));
+    row[j] = e;
+    sum = __fadd_rn(sum, e);
+  }
+  sum = block_reduce(sum, false, shared);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) row[j] = __fdiv_rn(row[j], sum);
+}
+
+void require_positive(const char* function, std::initializer_list<int64_t> sizes) {
+  for (int64_t s : sizes) require(s > 0, function, "sizes must be positive, got " + std::to_string(s));
+}
+
+}  // namespace
+
+void conv_gather_taps_bf16(const ConvFrames& frames, const ConvGeometry& g, int64_t row0, int64_t rows, uint16_t* a,
+                           StreamHandle stream) {
+  require_positive("conv_gather_taps_bf16", {g.kt, g.kh, g.kw, g.c_in, g.h_in, g.w_in, g.w_out, g.stride});
+  require(g.kt <= ConvFrames::kMaxFrames, "conv_gather_taps_bf16",
+          "at most " + std::to_string(ConvFrames::kMaxFrames) + " frames, got " + std::to_string(g.kt));
+  require(a != nullptr, "conv_gather_taps_bf16", "null output");
+  if (rows <= 0) return;
+  const int taps = g.kt * g.kh * g.kw;
+  bool vector = g.c_in % 8 == 0 && aligned(a, 16);
+  for (int t = 0; t < g.kt; ++t) vector = vector && (!frames.frame[t] || aligned(frames.frame[t], 16));
+  if (vector) {
+    const GatherTaps<8> op{frames, g.kh, g.kw, g.c_in, g.h_in, g.w_in, g.w_out, g.stride, g.pad_top, g.pad_left,
+                           row0, g.c_in / 8, taps, a};
+    launch_each("conv_gather_taps_bf16", op, rows * taps * (g.c_in / 8), stream);
+  } else {
+    const GatherTaps<1> op{frames, g.kh, g.kw, g.c_in, g.h_in, g.w_in, g.w_out, g.stride, g.pad_top, g.pad_left,
+                           row0, g.c_in, taps, a};
+    launch_each("conv_gather_taps_bf16", op, rows * taps * g.c_in, stream);
+  }
+}
+
+void conv_epilogue_f32(float* y, const float* bias, const float* residual, int64_t rows, int64_t c_out,
+                       StreamHandle stream) {
+  require(rows >= 0 && c_out > 0, "conv_epilogue_f32", "expected rows >= 0 and c_out > 0");
+  require(rows == 0 || (y && bias), "conv_epilogue_f32", "null device pointer");
+  launch_each("conv_epilogue_f32", ConvEpilogue{y, bias, residual, c_out}, rows * c_out, stream);
+}
+
+void channel_rms_norm(const float* x, int64_t positions, int64_t channels, const float* gamma, float scale, bool silu,
+                      bool bf16_out, void* y, StreamHandle stream) {
+  require(positions >= 0 && channels > 0, "channel_rms_norm", "expected positions >= 0 and channels > 0");
+  require(positions == 0 || (x && gamma && y), "channel_rms_norm", "null device pointer");
+  if (positions == 0) return;
+  constexpr int threads = 256;
+  channel_rms_norm_kernel<<<grid_for(positions * 32, threads, int64_t(1) << 30), threads, 0, stream>>>(
+      x, positions, channels, gamma, scale, silu, bf16_out, y);
+  check_launch("channel_rms_norm");
+}
+
+void upsample_nearest2(const float* x, int64_t h, int64_t w, int64_t c, bool bf16_out, void* y, StreamHandle stream) {
+  require_positive("upsample_nearest2", {h, w, c});
+  require(x && y, "upsample_nearest2", "null device pointer");
+  launch_each("upsample_nearest2", UpsampleNearest2{x, w, c, bf16_out, y}, 4 * h * w * c, stream);
+}
+
+void duplicate_up(const float* x, int64_t h, int64_t w, int64_t c_in, int64_t c_out, int ft, int fs, int dt, float* y,
+                  StreamHandle stream) {
+  require_positive("duplicate_up", {h, w, c_in, c_out, ft, fs});
+  require(x && y, "duplicate_up", "null device pointer");
+  const int64_t f = int64_t(ft) * fs * fs;
+  require((c_out * f) % c_in == 0 && dt >= 0 && dt < ft, "duplicate_up",
+          "c_out·ft·fs² must be a multiple of c_in and 0 <= dt < ft");
+  launch_each("duplicate_up", DuplicateUp{x, w, c_in, c_out, f, c_out * f / c_in, fs, dt, y}, h * fs * w * fs * c_out,
+              stream);
+}
+
+void channel_slice(const float* x, int64_t positions, int64_t channels, int64_t c0, int64_t c, float* y,
+                   StreamHandle stream) {
+  require_positive("channel_slice", {positions, channels, c});
+  require(c0 >= 0 && c0 + c <= channels, "channel_slice", "channels [c0, c0 + c) outside the frame");
+  require(x && y, "channel_slice", "null device pointer");
+  launch_each("channel_slice", ChannelSlice{x, channels, c0, c, y}, positions * c, stream);
+}
+
+void unpatchify_clamped(const float* x, int64_t h, int64_t w, int64_t c, int p, float* y, StreamHandle stream) {
+  require_positive("unpatchify_clamped", {h, w, c, p});
+  require(c % (int64_t(p) * p) == 0, "unpatchify_clamped", "channels must be a multiple of p²");
+  require(x && y, "unpatchify_clamped", "null device pointer");
+  const int64_t colours = c / (int64_t(p) * p);
+  launch_each("unpatchify_clamped", UnpatchifyClamped{x, w, c, colours, p, y}, h * p * w * p * colours, stream);
+}
+
+void split_qkv(const float* qkv, int64_t P, int64_t C, float* q, float* k, float* vt, StreamHandle stream) {
+  require_positive("split_qkv", {P, C});
+  require(qkv && q && k && vt, "split_qkv", "null device pointer");
+  launch_each("split_qkv", SplitQkv{qkv, P, C, q, k, vt}, P * C, stream);
+}
+
+void softmax_rows(float* s, int64_t rows, int64_t n, StreamHandle stream) {
+  require(rows >= 0 && n > 0, "softmax_rows", "expected rows >= 0 and n > 0");
+  require(rows <= 2147483647, "softmax_rows", "at most 2^31 - 1 rows");
+  if (rows == 0) return;
+  require(s != nullptr, "softmax_rows", "null device pointer");
+  softmax_rows_kernel<<<unsigned(rows), kSoftmaxThreads, 0, stream>>>(s, n);
+  check_launch("softmax_rows");
+}
+
+}  // namespace stepmix::cuda
