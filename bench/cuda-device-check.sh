@@ -23,7 +23,10 @@
 #   8. bench_cuda (ceilings, Linear, attention) and its PyTorch peer
 #      bench/cuda_peer.py (python3 with torch) in the same run;
 #   9. bench/cuda_summary.py: the tables, ratios, targets, the mixed against
-#      the all-W8A8 schedule and the 35-step 720p Nano estimate.
+#      the all-W8A8 schedule and the 35-step 720p Nano estimate;
+#  10. when at least 60 s are left: bench/cuda_vae_check.sh, the Wan2.2 VAE
+#      decode at 720p on the GPU against its PyTorch peer (its lines go to
+#      device-check.log; skipped without counting as a failure).
 # Everything goes to OUT_DIR (default bench/results/cuda-device/), at most 8
 # files: device-check.log (this run), build.log, ctest.log, generate.json,
 # stepmix.jsonl, torch.jsonl (kernels and forwards of each side), summary.txt,
@@ -197,7 +200,7 @@ main() {
   configure_arguments
   step 60 "configure" cmake "${configure_args[@]}" || { echo "CONFIGURE FAILED"; return 1; }
   # The ptxas report (registers, spills per kernel) stays in build.log.
-  step 300 "build" bash -c 'set -o pipefail; cmake --build "$1" --target stepmix test_cuda bench_cuda bench_cuda_forward -j "$2" 2>&1 | tee "$3/build.log" | { grep --line-buffered -E "error|warning|[1-9][0-9]* bytes spill|^FAILED" || true; }' _ "$build" "$jobs" "$out" ||
+  step 300 "build" bash -c 'set -o pipefail; cmake --build "$1" --target stepmix test_cuda bench_cuda bench_cuda_forward bench_vae -j "$2" 2>&1 | tee "$3/build.log" | { grep --line-buffered -E "error|warning|[1-9][0-9]* bytes spill|^FAILED" || true; }' _ "$build" "$jobs" "$out" ||
     { echo "BUILD FAILED (see build.log)"; return 1; }
   awk '/Used [0-9]+ registers/ { n++; if ($5 > r) r = $5 } / bytes spill stores/ && $5 > 0 { s++ }
     END { printf "ptxas (build.log): %d kernel builds, at most %d registers, %d with spills\n", n, r, s }' "$out/build.log"
@@ -227,6 +230,12 @@ main() {
   reserve=0
   step 20 "summary" bash -c 'set -o pipefail; python3 "$1/cuda_summary.py" "$2/stepmix.jsonl" "$2/torch.jsonl" "$2/summary.json" | tee "$2/summary.txt"' _ "$here" "$out" ||
     status=1
+  if ((deadline - SECONDS >= 60)); then
+    step 120 "VAE decode (stepmix and PyTorch)" env PYTHONUNBUFFERED=1 bash "$here/cuda_vae_check.sh" "$build" || status=1
+  else
+    echo
+    echo "######## VAE decode (stepmix and PyTorch): not run ($((deadline - SECONDS)) s left; it is optional)"
+  fi
   grep -q '"pass": false' "$out/stepmix.jsonl" 2>/dev/null && { echo "a bench_cuda spot check FAILED"; status=1; }
   ((failed)) && status=1
   echo
@@ -236,7 +245,7 @@ main() {
 
 case "${1:-}" in
   --prepare) prepare; exit $? ;;
-  -h | --help) sed -n '2,39p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,42p' "$0"; exit 0 ;;
 esac
 out="${1:-$root/bench/results/cuda-device}"
 mkdir -p "$out" || exit 1

@@ -15,7 +15,7 @@ finally unpatchify and the clamp. Convolutions multiply the full kernel
   peer_vae.py latent --out F --frames T --height h --width w [--seed S]
       a seeded normal latent [1, 48, T, h, w] (F32 tensor 'latent')
   peer_vae.py time --dir D --latent F [--repeats N] [--threads 2] [--dtype fp32|bf16]
-                   [--compare STEPMIX_PIXELS.f32]
+                   [--device cpu|cuda] [--compare STEPMIX_PIXELS.f32]
       decodes N times, prints one JSON line (wall-clock and CPU ms per decode, and with
       --compare the deviation max|a - b| / max|b| from stepmix's pixels)
 """
@@ -166,9 +166,10 @@ def latent(args):
 
 # ---------------------------------------------------------------- decoder
 class Decoder:
-    def __init__(self, w, dtype):
-        self.w = {k: v.to(dtype) for k, v in w.items() if k.startswith("decoder.") or k.startswith("post_quant")}
+    def __init__(self, w, dtype, device="cpu"):
+        self.w = {k: v.to(device, dtype) for k, v in w.items() if k.startswith("decoder.") or k.startswith("post_quant")}
         self.dtype = dtype
+        self.device = device
         self.nrb = sum(1 for k in self.w if k.startswith("decoder.up_blocks.0.resnets.") and k.endswith("norm1.gamma")) - 1
         self.levels = len(DIM_MULT)
 
@@ -262,8 +263,8 @@ class Decoder:
         return self.causal("decoder.conv_out", x, cache)
 
     def decode(self, latent):
-        mean = torch.tensor(MEAN, dtype=torch.float32).view(1, -1, 1, 1, 1)
-        inv_std = (1.0 / torch.tensor(STD, dtype=torch.float32)).view(1, -1, 1, 1, 1)
+        mean = torch.tensor(MEAN, dtype=torch.float32, device=self.device).view(1, -1, 1, 1, 1)
+        inv_std = (1.0 / torch.tensor(STD, dtype=torch.float32, device=self.device)).view(1, -1, 1, 1, 1)
         z = (latent / inv_std + mean).to(self.dtype)
         z = F.conv3d(z, self.w["post_quant_conv.weight"], self.w["post_quant_conv.bias"])
         cache, out = {}, []
@@ -278,18 +279,24 @@ class Decoder:
 def time_decode(args):
     torch.set_num_threads(args.threads)
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
-    decoder = Decoder(read_safetensors(f"{args.dir}/diffusion_pytorch_model.safetensors"), dtype)
-    z = read_safetensors(args.latent)["latent"]
+    decoder = Decoder(read_safetensors(f"{args.dir}/diffusion_pytorch_model.safetensors"), dtype, args.device)
+    z = read_safetensors(args.latent)["latent"].to(args.device)
     ms, cpu_ms, pixels = [], [], None
+    on_gpu = args.device == "cuda"
     with torch.no_grad():
         for _ in range(args.repeats):
             start, cpu_start = time.perf_counter(), time.process_time()
             pixels = decoder.decode(z)
+            if on_gpu:
+                torch.cuda.synchronize()
             ms.append((time.perf_counter() - start) * 1e3)
             cpu_ms.append((time.process_time() - cpu_start) * 1e3)
     result = {"shape": list(z.shape), "dtype": args.dtype, "ms": [round(m, 1) for m in ms],
               "cpu_ms": [round(m, 1) for m in cpu_ms],
-              "torch": torch.__version__, "threads": args.threads}
+              "torch": torch.__version__, "threads": args.threads, "device": args.device}
+    if on_gpu:
+        result["peak_gpu_bytes"] = torch.cuda.max_memory_allocated()
+    pixels = pixels.cpu()
     if args.compare:
         ours = torch.frombuffer(bytearray(open(args.compare, "rb").read()), dtype=torch.float32).reshape(pixels.shape)
         result["deviation_vs_stepmix"] = float((pixels.float() - ours).abs().max() / ours.abs().max())
@@ -316,6 +323,7 @@ def main():
     t.add_argument("--repeats", type=int, default=1)
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
+    t.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     t.add_argument("--compare")
     args = parser.parse_args()
     {"make": make, "latent": latent, "time": time_decode}[args.command](args)

@@ -1,5 +1,5 @@
 // VAE decode benchmark driver, run by bench/run-vae.sh:
-//   bench_vae --vae DIR --latent FILE [--repeats N] [--activations f32|bf16] [--pixels OUT.f32]
+//   bench_vae --vae DIR --latent FILE [--repeats N] [--activations f32|bf16] [--device cpu|cuda] [--pixels OUT.f32]
 // Loads the decoder once, decodes the F32 tensor 'latent' N times and prints
 // one JSON line: wall-clock ms of each decode and the CPU time it took (all
 // threads; on a shared machine the wall clock also counts the neighbours'
@@ -9,7 +9,9 @@
 // zeros computes), and the peak resident memory of the decodes alone (the
 // high-water mark is reset after loading, Linux clear_refs). --pixels writes
 // the last decode's [1, 3, F, H, W] float32 values raw, for the peer to
-// compare.
+// compare. --device cuda decodes on the GPU (bf16; bench/cuda_vae_check.sh):
+// the multiply-accumulates are then not counted (0) and the peak GPU memory
+// of the decodes is given instead of the resident memory.
 #include <time.h>
 
 #include <atomic>
@@ -21,7 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/vae_device.hpp"
 #include "io/safetensors.hpp"
+#include "kernels/cuda/cuda_device.hpp"
 #include "kernels/kernel_set.hpp"
 #include "vae/vae.hpp"
 
@@ -71,7 +75,7 @@ double load_average() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string vae_dir, latent_file, pixels_out, activations = "f32";
+  std::string vae_dir, latent_file, pixels_out, activations = "f32", device = "cpu";
   int repeats = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], value = argv[i + 1];
@@ -80,13 +84,18 @@ int main(int argc, char** argv) {
     else if (key == "--repeats") repeats = std::atoi(value.c_str());
     else if (key == "--activations") activations = value;
     else if (key == "--pixels") pixels_out = value;
+    else if (key == "--device") device = value;
     else {
       std::fprintf(stderr, "unknown option %s\n", key.c_str());
       return 2;
     }
   }
-  if (vae_dir.empty() || latent_file.empty() || repeats < 1 || (activations != "f32" && activations != "bf16")) {
-    std::fprintf(stderr, "usage: %s --vae DIR --latent FILE [--repeats N] [--activations f32|bf16] [--pixels OUT]\n", argv[0]);
+  if (vae_dir.empty() || latent_file.empty() || repeats < 1 || (activations != "f32" && activations != "bf16") ||
+      (device != "cpu" && device != "cuda")) {
+    std::fprintf(stderr,
+                 "usage: %s --vae DIR --latent FILE [--repeats N] [--activations f32|bf16] [--device cpu|cuda] "
+                 "[--pixels OUT]\n",
+                 argv[0]);
     return 2;
   }
   try {
@@ -100,7 +109,10 @@ int main(int argc, char** argv) {
     const stepmix::TensorView& latent = file->get("latent");
     const std::vector<float> values(latent.as<float>(), latent.as<float>() + latent.numel());
     const auto& shape = latent.shape;
-    const stepmix::vae::MemoryEstimate estimate = vae.estimate_decode(shape[2], shape[3], shape[4], false);
+    stepmix::vae::RunOptions run;
+    if (device == "cuda") run.device = &stepmix::vae_device_for(stepmix::Device::Cuda);
+    const stepmix::vae::MemoryEstimate estimate = run.device ? vae.estimate_decode_on_device(shape[2], shape[3], shape[4])
+                                                             : vae.estimate_decode(shape[2], shape[3], shape[4], false);
 
     stepmix::kernels::ConvolutionFamily counting = stepmix::kernels::active_convolution();
     g_inner = counting.conv3d;
@@ -108,6 +120,7 @@ int main(int argc, char** argv) {
     stepmix::kernels::override_convolution(&counting);
     std::ofstream("/proc/self/clear_refs") << "5";  // reset the RSS high-water mark
     const long rss_before = status_kib("VmRSS:");
+    stepmix::cuda::reset_peak_allocated_bytes();
     std::vector<double> ms, cpu_ms;
     std::vector<float> pixels;
     double macs = 0, full_macs = 0, conv_ms = 0;
@@ -125,7 +138,7 @@ int main(int argc, char** argv) {
         height = rgb.h;
         width = rgb.w;
         if (!pixels_out.empty() && r == repeats - 1) last.insert(last.end(), rgb.f32.begin(), rgb.f32.end());
-      });
+      }, run);
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
       cpu_ms.push_back(1e3 * (process_cpu_seconds() - cpu_start));
       macs = g_macs;
@@ -144,9 +157,12 @@ int main(int argc, char** argv) {
     if (!pixels_out.empty())
       std::ofstream(pixels_out, std::ios::binary).write(reinterpret_cast<const char*>(pixels.data()),
                                                         std::streamsize(pixels.size() * sizeof(float)));
-    std::printf("{\"shape\": [%lld, %lld, %lld, %lld, %lld], \"activations\": \"%s\", \"kernels\": \"%s\", \"ms\": [",
+    std::printf("{\"shape\": [%lld, %lld, %lld, %lld, %lld], \"activations\": \"%s\", \"device\": \"%s\", "
+                "\"kernels\": \"%s\", \"peak_gpu_mib\": %.1f, \"ms\": [",
                 (long long)shape[0], (long long)shape[1], (long long)shape[2], (long long)shape[3], (long long)shape[4],
-                activations.c_str(), stepmix::kernels::active_kernels().convolution_variant);
+                activations.c_str(), device.c_str(),
+                run.device ? "cuda" : stepmix::kernels::active_kernels().convolution_variant,
+                double(stepmix::cuda::peak_allocated_bytes()) / (1 << 20));
     for (std::size_t i = 0; i < ms.size(); ++i) std::printf("%s%.1f", i ? ", " : "", ms[i]);
     std::printf("], \"cpu_ms\": [");
     for (std::size_t i = 0; i < cpu_ms.size(); ++i) std::printf("%s%.1f", i ? ", " : "", cpu_ms[i]);
