@@ -8,7 +8,8 @@
 // [c_out][taps·c_in] bf16 into the float32 output, then bias and residual.
 // Weights are unpacked from the CPU's packed form (the same bf16 values) on
 // first use and kept while their ConvWeights lives (a weak reference
-// tells a new layer at a recycled address from the old one). The attention
+// tells a new layer at a recycled address from the old one). Frame memory is
+// pooled by size (FramePool) until a decode ends. The attention
 // runs in blocks of query rows whose scores fit the same chunk size.
 #include <algorithm>
 #include <cmath>
@@ -26,13 +27,53 @@ namespace {
 
 using kernels::FrameElement;
 
+// Frame memory, reused: cudaFree waits for the whole device, and a decode
+// frees hundreds of frames per latent frame, mostly of the sizes the next
+// latent frame asks for again. A frame's buffer goes back to the pool when
+// the frame is gone; work still queued on the one stream that reads it runs
+// before anything queued later writes it.
+class FramePool {
+ public:
+  cuda::DeviceBuffer take(std::size_t bytes) {
+    const auto found = free_.find(bytes);
+    if (found != free_.end()) {
+      cuda::DeviceBuffer buffer = std::move(found->second);
+      free_.erase(found);
+      pooled_ -= bytes;
+      return buffer;
+    }
+    try {
+      return cuda::DeviceBuffer(bytes);
+    } catch (const Error&) {
+      release();  // the pool's buffers of other sizes first, then once more
+      return cuda::DeviceBuffer(bytes);
+    }
+  }
+  void give_back(cuda::DeviceBuffer&& buffer) {
+    if (!buffer.data()) return;
+    pooled_ += buffer.bytes();
+    free_.emplace(buffer.bytes(), std::move(buffer));
+  }
+  void release() {
+    free_.clear();
+    pooled_ = 0;
+  }
+  std::size_t pooled_bytes() const { return pooled_; }
+
+ private:
+  std::multimap<std::size_t, cuda::DeviceBuffer> free_;
+  std::size_t pooled_ = 0;
+};
+
 class VaeDeviceMemory final : public BackendBuffer {
  public:
-  explicit VaeDeviceMemory(std::size_t bytes) : buffer_(bytes) {}
+  VaeDeviceMemory(FramePool& pool, std::size_t bytes) : pool_(pool), buffer_(pool.take(bytes)) {}
+  ~VaeDeviceMemory() override { pool_.give_back(std::move(buffer_)); }
   void* data() const override { return buffer_.data(); }
   std::size_t bytes() const override { return buffer_.bytes(); }
 
  private:
+  FramePool& pool_;  // the device's, which is never destroyed
   cuda::DeviceBuffer buffer_;
 };
 
@@ -64,14 +105,17 @@ class CudaVaeDevice final : public VaeDevice {
  public:
   CudaVaeDevice() = default;
 
-  std::unique_ptr<BackendBuffer> allocate(std::size_t bytes) override { return std::make_unique<VaeDeviceMemory>(bytes); }
+  std::unique_ptr<BackendBuffer> allocate(std::size_t bytes) override {
+    return std::make_unique<VaeDeviceMemory>(pool_, bytes);
+  }
   void upload(void* dst, const void* host, std::size_t bytes) override {
     cuda::copy_to_device(dst, host, bytes, stream());
   }
   void download(void* host, const void* src, std::size_t bytes) override {
     cuda::copy_to_host(host, src, bytes, stream());
   }
-  std::size_t memory_free() const override { return cuda::device_memory().free_bytes; }
+  std::size_t memory_free() const override { return cuda::device_memory().free_bytes + pool_.pooled_bytes(); }
+  void release_cached() override { pool_.release(); }
   std::size_t scratch_bytes() const override {
     std::size_t total = taps_.bytes() + scores_.bytes() + qkv_split_.bytes();
     for (const auto& [key, w] : weights_) total += w.weight.bytes() + w.bias.bytes();
@@ -102,15 +146,28 @@ class CudaVaeDevice final : public VaeDevice {
     cuda::channel_slice(x, positions, channels, c0, c, y, stream());
   }
   void attention(const float* qkv, int64_t positions, int64_t channels, float* out) override;
+  void limit_chunk_bytes(std::size_t bytes) override {
+    chunk_bytes_ = std::clamp<std::size_t>(bytes, 1, kVaeDeviceChunkBytes);
+  }
 
  private:
   cuda::StreamHandle stream() const { return stream_.get(); }
+  // A device copy made on this stream: DeviceBuffer::from_host copies on the
+  // legacy default stream, which this non-blocking stream does not wait for.
+  template <class T>
+  cuda::DeviceBuffer uploaded(const std::vector<T>& host) {
+    cuda::DeviceBuffer buffer(host.size() * sizeof(T));
+    upload(buffer.data(), host.data(), buffer.bytes());
+    return buffer;
+  }
   const WeightsOnDevice& on_device(const std::shared_ptr<const kernels::ConvWeights>& weights);
   const float* gamma_on_device(const float* host, int64_t channels);
 
   cuda::Stream stream_;
   cuda::GemmRunner runner_;
+  FramePool pool_;
   cuda::DeviceBuffer taps_, scores_, qkv_split_;
+  std::size_t chunk_bytes_ = kVaeDeviceChunkBytes;
   std::map<const kernels::ConvWeights*, WeightsOnDevice> weights_;
   std::map<const float*, GammaOnDevice> gammas_;
 };
@@ -134,8 +191,8 @@ const WeightsOnDevice& CudaVaeDevice::on_device(const std::shared_ptr<const kern
             host[std::size_t((o * taps + tap) * w.c_in + i)] =
                 float_to_bf16_rne(kernels::packed_conv_weight(w, o, i, a, b, c));
         }
-  d.weight = cuda::DeviceBuffer::from_host(host);
-  d.bias = cuda::DeviceBuffer::from_host(w.bias);
+  d.weight = uploaded(host);
+  d.bias = uploaded(w.bias);
   d.source = weights;
   return d;
 }
@@ -145,7 +202,7 @@ const float* CudaVaeDevice::gamma_on_device(const float* host, int64_t channels)
   const std::size_t bytes = std::size_t(channels) * sizeof(float);
   if (g.values.size() != std::size_t(channels) || std::memcmp(g.values.data(), host, bytes) != 0) {
     g.values.assign(host, host + channels);
-    g.buffer = cuda::DeviceBuffer::from_host(g.values);
+    g.buffer = uploaded(g.values);
   }
   return g.buffer.as<float>();
 }
@@ -161,6 +218,8 @@ void CudaVaeDevice::conv3d(const std::shared_ptr<const kernels::ConvWeights>& we
   const int64_t rows = a.h_out * a.w_out, N = w.c_out, K = int64_t(w.taps()) * w.c_in;
   float* y = static_cast<float*>(a.y_frames[0]);
   const float* residual = a.residual_frames ? a.residual_frames[0] : nullptr;
+  // The GEMM writes y before the epilogue reads the residual.
+  if (residual && residual == y) fail_on_device("conv3d on the GPU takes no residual aliasing its output");
   const bool direct = w.taps() == 1 && a.stride_h == 1 && a.pad_top == 0 && a.pad_left == 0 && a.h_in == a.h_out &&
                       a.w_in == a.w_out && a.x_frames[0];
   if (direct) {  // a 1×1×1 convolution: the input frame is the GEMM's rows
@@ -172,7 +231,7 @@ void CudaVaeDevice::conv3d(const std::shared_ptr<const kernels::ConvWeights>& we
     const cuda::ConvGeometry g{w.kt,   w.kh,    w.kw,        w.c_in,     a.h_in, a.w_in,
                                a.w_out, a.stride_h, a.pad_top, a.pad_left};
     // Chunks of whole 16-row multiples keep every chunk's rows 16-byte aligned.
-    const int64_t fit = int64_t(kVaeDeviceChunkBytes / (std::size_t(K) * sizeof(uint16_t)));
+    const int64_t fit = int64_t(chunk_bytes_ / (std::size_t(K) * sizeof(uint16_t)));
     const int64_t chunk = std::min(rows, std::max<int64_t>(16, fit / 16 * 16));
     uint16_t* gathered = grown_buffer<uint16_t>(taps_, std::size_t(chunk * K));
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
@@ -189,7 +248,7 @@ void CudaVaeDevice::attention(const float* qkv, int64_t P, int64_t C, float* out
   float* split = grown_buffer<float>(qkv_split_, std::size_t(3 * P * C));
   float *q = split, *k = split + P * C, *vt = split + 2 * P * C;
   cuda::split_qkv(qkv, P, C, q, k, vt, stream());
-  const int64_t fit = int64_t(kVaeDeviceChunkBytes / (std::size_t(P) * sizeof(float)));
+  const int64_t fit = int64_t(chunk_bytes_ / (std::size_t(P) * sizeof(float)));
   const int64_t block = std::min(P, std::max<int64_t>(16, fit / 16 * 16));
   float* scores = grown_buffer<float>(scores_, std::size_t(block * P));
   const float scale = float(1.0 / std::sqrt(double(C)));  // as vae/layers.cpp

@@ -36,15 +36,19 @@ class VaeDevice {
   virtual std::unique_ptr<BackendBuffer> allocate(std::size_t bytes) = 0;
   virtual void upload(void* dst, const void* host, std::size_t bytes) = 0;
   virtual void download(void* host, const void* src, std::size_t bytes) = 0;
+  // Free for new frames: the device's free memory and what it keeps for
+  // reuse; release_cached() gives back what it keeps (the end of a decode).
   virtual std::size_t memory_free() const = 0;
+  virtual void release_cached() {}
   // What the operations hold beyond frames: the scratch of the largest
   // convolution and attention seen so far, the weights copied so far.
   virtual std::size_t scratch_bytes() const = 0;
 
   // ---- operations (pointers into device memory unless said otherwise)
   // args: BF16 arithmetic, bf16 x_frames (null = zeros), one float32 output
-  // frame, stride_t 1. `weights` (host) is copied to the device on first use
-  // and the copy is kept while the weights live.
+  // frame, stride_t 1, no residual aliasing the output. `weights` (host) is
+  // copied to the device on first use and the copy is kept while the
+  // weights live.
   virtual void conv3d(const std::shared_ptr<const kernels::ConvWeights>& weights, const kernels::Conv3dArgs& args) = 0;
   // args.x, args.y device; args.gamma host (copied once per vector).
   virtual void channel_rms_norm(const kernels::ChannelNormArgs& args) = 0;
@@ -64,6 +68,9 @@ class VaeDevice {
   // The mid block's single-head attention without its projections:
   // out [P][C] = softmax(q·kᵀ / sqrt(C))·v for qkv [P][3C] = [q | k | v].
   virtual void attention(const float* qkv, int64_t positions, int64_t channels, float* out) = 0;
+  // Tests: chunks of at most `bytes` (never fewer than 16 rows), so that
+  // small problems run the chunked paths; kVaeDeviceChunkBytes restores them.
+  virtual void limit_chunk_bytes(std::size_t bytes) {}
 };
 
 // The VAE device of `device`: the GPU's for Device::Cuda (throws

@@ -119,6 +119,10 @@ void WanVae::decode(const float* latent, const std::vector<int64_t>& shape, cons
   if (next_frame != expected_frames)
     throw Error("vae", "internal: decoded " + std::to_string(next_frame) + " frames, expected " +
                            std::to_string(expected_frames));
+  if (options.device) {
+    decoder = Decoder{};  // the histories go back to the device's pool, which is then released
+    options.device->release_cached();
+  }
 }
 
 std::vector<float> WanVae::decode_to_tensor(const float* latent, const std::vector<int64_t>& shape,

@@ -1,6 +1,7 @@
 // The video VAE on the GPU (backend/vae_device.hpp) against the CPU code it
 // replaces: convolutions against the scalar reference (BF16 arithmetic)
-// within float32 rounding of their sums, the channel norm within a few
+// within float32 rounding of their sums, in one chunk of rows and in chunks
+// of 16 rows (VaeDevice::limit_chunk_bytes), the channel norm within a few
 // float32 ulps (one bf16 ulp for bf16 outputs), the decoder's index maps bit
 // for bit, the mid block's attention against a float64 evaluation, and the
 // tiny golden decodes within the bound the CPU's bf16 decode is held to.
@@ -123,37 +124,44 @@ TEST_F(CudaVae, ConvolutionsAgreeWithTheReferenceWithinTheRoundingOfTheirSums) {
     const std::vector<float> magnitude = reference_conv(abs_packed, frames_abs, k, h, wd, h_out, w_out, nullptr);
 
     const vae::Frame residual_gpu = vae::upload_frame(device, residual);
-    vae::Frame y = vae::device_frame(device, h_out, w_out, k.c_out);
-    const float* residual_data = residual_gpu.f32_data();
-    void* out = y.data();
-    kernels::Conv3dArgs a;
-    a.weights = packed.get();
-    a.h_in = h;
-    a.w_in = wd;
-    a.h_out = h_out;
-    a.w_out = w_out;
-    a.stride_h = a.stride_w = k.stride;
-    a.pad_top = a.pad_left = k.pad;
-    a.x_frames = device_inputs.data();
-    a.x_type = FrameElement::BF16;
-    a.residual_frames = k.residual ? &residual_data : nullptr;
-    a.y_frames = &out;
-    device.conv3d(packed, a);
-    const std::vector<float> got = vae::download_frame(y).f32;
+    for (std::size_t chunk : {kVaeDeviceChunkBytes, std::size_t(1)}) {
+      SCOPED_TRACE(chunk == 1 ? "16-row chunks" : "one chunk");
+      device.limit_chunk_bytes(chunk);
+      vae::Frame y = vae::device_frame(device, h_out, w_out, k.c_out);
+      const float* residual_data = residual_gpu.f32_data();
+      void* out = y.data();
+      kernels::Conv3dArgs a;
+      a.weights = packed.get();
+      a.h_in = h;
+      a.w_in = wd;
+      a.h_out = h_out;
+      a.w_out = w_out;
+      a.stride_h = a.stride_w = k.stride;
+      a.pad_top = a.pad_left = k.pad;
+      a.x_frames = device_inputs.data();
+      a.x_type = FrameElement::BF16;
+      a.residual_frames = k.residual ? &residual_data : nullptr;
+      a.y_frames = &out;
+      device.conv3d(packed, a);
+      const std::vector<float> got = vae::download_frame(y).f32;
 
-    // Products are exact (bf16 × bf16 in float32); each of the K + 2
-    // additions rounds once, on both sides.
-    const double K = double(taps * k.c_in);
-    double worst = 0;
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      const std::size_t o = i % std::size_t(k.c_out);
-      const double scale = double(magnitude[i]) + std::fabs(bias[o]) + (k.residual ? std::fabs(residual.f32[i]) : 0.0);
-      const double bound = 2 * (K + 2) * std::ldexp(1.0, -24) * scale + 1e-30;
-      ASSERT_LE(std::fabs(double(got[i]) - double(want[i])), bound) << "element " << i;
-      worst = std::max(worst, std::fabs(double(got[i]) - double(want[i])) / bound);
+      // Products are exact (bf16 × bf16 in float32); each of the K + 2
+      // additions rounds once, on both sides.
+      const double K = double(taps * k.c_in);
+      double worst = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        const std::size_t o = i % std::size_t(k.c_out);
+        const double scale =
+            double(magnitude[i]) + std::fabs(bias[o]) + (k.residual ? std::fabs(residual.f32[i]) : 0.0);
+        const double bound = 2 * (K + 2) * std::ldexp(1.0, -24) * scale + 1e-30;
+        ASSERT_LE(std::fabs(double(got[i]) - double(want[i])), bound) << "element " << i;
+        worst = std::max(worst, std::fabs(double(got[i]) - double(want[i])) / bound);
+      }
+      std::printf("[ vae conv ] %-40s %-12s worst difference %.2f of its bound\n", k.name,
+                  chunk == 1 ? "16-row chunks" : "one chunk", worst);
     }
-    std::printf("[ vae conv ] %-40s worst difference %.2f of its bound\n", k.name, worst);
   }
+  device.limit_chunk_bytes(kVaeDeviceChunkBytes);
 }
 
 TEST_F(CudaVae, ChannelNormAgreesWithTheReference) {
@@ -215,8 +223,8 @@ TEST_F(CudaVae, IndexMapsAreTheHostsBitForBit) {
   for (int ft : {1, 2})
     for (int dt = 0; dt < ft; ++dt)
       for (int64_t c_out : {8, 16, 32})
-        expect_same_frame(vae::download_frame(vae::duplicate_up(g, c_out, ft, 2, dt)), vae::duplicate_up(x, c_out, ft, 2, dt),
-                          "duplicate-up");
+        expect_same_frame(vae::download_frame(vae::duplicate_up(g, c_out, ft, 2, dt)),
+                          vae::duplicate_up(x, c_out, ft, 2, dt), "duplicate-up");
   vae::Frame pixels = random_frame(5, 6, 12, 4, FrameElement::F32, 2.0f);  // beyond ±1: clamped
   pixels.f32[7] = std::nanf("");
   expect_same_frame(vae::download_frame(vae::unpatchify_clamped(vae::upload_frame(device, pixels), 2)),
@@ -244,29 +252,37 @@ TEST_F(CudaVae, AttentionAgreesWithAFloat64Evaluation) {
   VaeDevice& device = cuda_vae_device();
   const int64_t h = 9, w = 11, C = 64, P = h * w;
   const vae::Frame qkv = random_frame(h, w, 3 * C, 9, FrameElement::F32, 1.5f);
-  const vae::Frame got = vae::download_frame(vae::on_device::attention(vae::upload_frame(device, qkv)));
-  ASSERT_EQ(got.c, C);
-  double worst = 0, largest = 0;
-  for (int64_t i = 0; i < P; ++i) {
-    std::vector<double> s(static_cast<std::size_t>(P));
-    double top = -INFINITY, sum = 0;
-    for (int64_t j = 0; j < P; ++j) {
-      double d = 0;
-      for (int64_t c = 0; c < C; ++c) d += double(qkv.f32[std::size_t(i * 3 * C + c)]) * qkv.f32[std::size_t(j * 3 * C + C + c)];
-      s[std::size_t(j)] = d / std::sqrt(double(C));
-      top = std::max(top, s[std::size_t(j)]);
+  const vae::Frame one_block = vae::download_frame(vae::on_device::attention(vae::upload_frame(device, qkv)));
+  device.limit_chunk_bytes(1);  // blocks of 16 query rows
+  const vae::Frame blocked = vae::download_frame(vae::on_device::attention(vae::upload_frame(device, qkv)));
+  device.limit_chunk_bytes(kVaeDeviceChunkBytes);
+  for (const vae::Frame* got_frame : {&one_block, &blocked}) {
+    const vae::Frame& got = *got_frame;
+    ASSERT_EQ(got.c, C);
+    double worst = 0, largest = 0;
+    for (int64_t i = 0; i < P; ++i) {
+      std::vector<double> s(static_cast<std::size_t>(P));
+      double top = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < P; ++j) {
+        double d = 0;
+        for (int64_t c = 0; c < C; ++c)
+          d += double(qkv.f32[std::size_t(i * 3 * C + c)]) * qkv.f32[std::size_t(j * 3 * C + C + c)];
+        s[std::size_t(j)] = d / std::sqrt(double(C));
+        top = std::max(top, s[std::size_t(j)]);
+      }
+      for (double& v : s) sum += (v = std::exp(v - top));
+      for (int64_t c = 0; c < C; ++c) {
+        double o = 0;
+        for (int64_t j = 0; j < P; ++j) o += s[std::size_t(j)] / sum * qkv.f32[std::size_t(j * 3 * C + 2 * C + c)];
+        worst = std::max(worst, std::fabs(o - got.f32[std::size_t(i * C + c)]));
+        largest = std::max(largest, std::fabs(o));
+      }
     }
-    for (double& v : s) sum += (v = std::exp(v - top));
-    for (int64_t c = 0; c < C; ++c) {
-      double o = 0;
-      for (int64_t j = 0; j < P; ++j) o += s[std::size_t(j)] / sum * qkv.f32[std::size_t(j * 3 * C + 2 * C + c)];
-      worst = std::max(worst, std::fabs(o - got.f32[std::size_t(i * C + c)]));
-      largest = std::max(largest, std::fabs(o));
-    }
+    std::printf("[ vae attention ] %s: max |gpu - float64| / max |o| = %.2e\n",
+                got_frame == &blocked ? "16-row blocks" : "one block", worst / largest);
+    // float32 products and sums over K = 64 and P = 99 terms, exp rounded once.
+    EXPECT_LE(worst / largest, 1e-5);
   }
-  std::printf("[ vae attention ] max |gpu - float64| / max |o| = %.2e\n", worst / largest);
-  // float32 products and sums over K = 64 and P = 99 terms, exp rounded once.
-  EXPECT_LE(worst / largest, 1e-5);
 }
 
 // The golden decodes (README §7) on the GPU with bf16 convolutions: within
@@ -285,6 +301,12 @@ TEST_F(CudaVae, GoldenDecodesStayWithinTheCpuBf16Bound) {
     on_gpu.device = &cuda_vae_device();
     const std::vector<float> gpu = model.decode_to_tensor(latent.as<float>(), latent.shape, on_gpu);
     const std::vector<float> cpu = model.decode_to_tensor(latent.as<float>(), latent.shape);
+    // Every convolution and the attention in chunks of 16 rows: the same
+    // sums per output, so within the same bound.
+    on_gpu.device->limit_chunk_bytes(1);
+    const std::vector<float> chunked = model.decode_to_tensor(latent.as<float>(), latent.shape, on_gpu);
+    on_gpu.device->limit_chunk_bytes(kVaeDeviceChunkBytes);
+    EXPECT_LE(deviation(chunked.data(), file->get("pixels")), 7e-2) << name << " in 16-row chunks";
     const double vs_golden = deviation(gpu.data(), file->get("pixels"));
     double max_diff = 0, max_cpu = 0;
     for (std::size_t i = 0; i < cpu.size(); ++i) {

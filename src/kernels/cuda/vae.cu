@@ -28,13 +28,15 @@ struct GatherTaps {
   int taps;
   uint16_t* a;
 
-  __device__ void one(int64_t i) const {
-    const int64_t g = i % groups;
-    const int64_t rest = i / groups;
-    const int tap = int(rest % taps);
-    const int64_t r = rest / taps;
-    const int64_t p = row0 + r;
-    const int64_t oy = p / w_out, ox = p % w_out;
+  // 32-bit division: a chunk holds fewer than 2^31 elements and a frame
+  // fewer than 2^31 positions (checked by the caller); offsets stay 64-bit.
+  __device__ void one(int64_t index) const {
+    const uint32_t i = uint32_t(index), G = uint32_t(groups), T = uint32_t(taps);
+    const uint32_t g = i % G, rest = i / G;
+    const int tap = int(rest % T);
+    const int64_t r = rest / T;
+    const uint32_t p = uint32_t(row0 + r), W = uint32_t(w_out);
+    const int64_t oy = p / W, ox = p % W;
     const int t = tap / (kh * kw), b = (tap / kw) % kh, c = tap % kw;
     const int64_t iy = oy * stride + b - pad_top, ix = ox * stride + c - pad_left;
     const uint16_t* frame = frames.frame[t];
@@ -77,7 +79,8 @@ __global__ void channel_rms_norm_kernel(const float* __restrict__ x, int64_t pos
   for (int64_t c = lane; c < channels; c += 32) s = __dadd_rn(s, __dmul_rn(double(in[c]), double(in[c])));
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) s = __dadd_rn(s, __shfl_xor_sync(0xFFFFFFFFu, s, offset));
-  const float norm = fmaxf(__fsqrt_rn(float(s)), 1e-12f);
+  const float root = __fsqrt_rn(float(s));
+  const float norm = root < 1e-12f ? 1e-12f : root;  // std::max's rule: NaN stays NaN (fmaxf would drop it)
   for (int64_t c = lane; c < channels; c += 32) {
     float v = __fdiv_rn(in[c], norm);
     v = __fmul_rn(v, scale);
@@ -218,6 +221,8 @@ void conv_gather_taps_bf16(const ConvFrames& frames, const ConvGeometry& g, int6
   require(a != nullptr, "conv_gather_taps_bf16", "null output");
   if (rows <= 0) return;
   const int taps = g.kt * g.kh * g.kw;
+  require(rows * taps * g.c_in < (int64_t(1) << 31) && row0 + rows < (int64_t(1) << 31), "conv_gather_taps_bf16",
+          "a chunk must hold fewer than 2^31 values and a frame fewer than 2^31 positions");
   bool vector = g.c_in % 8 == 0 && aligned(a, 16);
   for (int t = 0; t < g.kt; ++t) vector = vector && (!frames.frame[t] || aligned(frames.frame[t], 16));
   if (vector) {
