@@ -53,6 +53,26 @@ struct ConvCase {
   bool residual = false;
 };
 
+// The arguments of case k on frames `inputs` (null = zeros) into *out, with
+// the residual *residual when that is not null.
+kernels::Conv3dArgs conv_args(const kernels::ConvWeights& w, const ConvCase& k, int64_t h, int64_t wd, int64_t h_out,
+                              int64_t w_out, const void* const* inputs, const float* const* residual,
+                              void* const* out) {
+  kernels::Conv3dArgs a;
+  a.weights = &w;
+  a.h_in = h;
+  a.w_in = wd;
+  a.h_out = h_out;
+  a.w_out = w_out;
+  a.stride_h = a.stride_w = k.stride;
+  a.pad_top = a.pad_left = k.pad;
+  a.x_frames = inputs;
+  a.x_type = FrameElement::BF16;
+  a.residual_frames = residual && *residual ? residual : nullptr;
+  a.y_frames = out;
+  return a;
+}
+
 // y (float32 [h_out][w_out][c_out]) of the scalar reference on host frames.
 std::vector<float> reference_conv(const kernels::ConvWeights& w, const std::vector<const vae::Frame*>& frames,
                                   const ConvCase& k, int64_t h, int64_t wd, int64_t h_out, int64_t w_out,
@@ -62,19 +82,7 @@ std::vector<float> reference_conv(const kernels::ConvWeights& w, const std::vect
   std::vector<float> y(std::size_t(h_out * w_out * w.c_out));
   const float* r = residual ? residual->f32.data() : nullptr;
   void* out = y.data();
-  kernels::Conv3dArgs a;
-  a.weights = &w;
-  a.h_in = h;
-  a.w_in = wd;
-  a.h_out = h_out;
-  a.w_out = w_out;
-  a.stride_h = a.stride_w = k.stride;
-  a.pad_top = a.pad_left = k.pad;
-  a.x_frames = inputs.data();
-  a.x_type = FrameElement::BF16;
-  a.residual_frames = residual ? &r : nullptr;
-  a.y_frames = &out;
-  kernels::ref::conv3d(a);
+  kernels::ref::conv3d(conv_args(w, k, h, wd, h_out, w_out, inputs.data(), &r, &out));
   return y;
 }
 
@@ -128,21 +136,9 @@ TEST_F(CudaVae, ConvolutionsAgreeWithTheReferenceWithinTheRoundingOfTheirSums) {
       SCOPED_TRACE(chunk == 1 ? "16-row chunks" : "one chunk");
       device.limit_chunk_bytes(chunk);
       vae::Frame y = vae::device_frame(device, h_out, w_out, k.c_out);
-      const float* residual_data = residual_gpu.f32_data();
+      const float* residual_data = k.residual ? residual_gpu.f32_data() : nullptr;
       void* out = y.data();
-      kernels::Conv3dArgs a;
-      a.weights = packed.get();
-      a.h_in = h;
-      a.w_in = wd;
-      a.h_out = h_out;
-      a.w_out = w_out;
-      a.stride_h = a.stride_w = k.stride;
-      a.pad_top = a.pad_left = k.pad;
-      a.x_frames = device_inputs.data();
-      a.x_type = FrameElement::BF16;
-      a.residual_frames = k.residual ? &residual_data : nullptr;
-      a.y_frames = &out;
-      device.conv3d(packed, a);
+      device.conv3d(packed, conv_args(*packed, k, h, wd, h_out, w_out, device_inputs.data(), &residual_data, &out));
       const std::vector<float> got = vae::download_frame(y).f32;
 
       // Products are exact (bf16 × bf16 in float32); each of the K + 2
