@@ -117,8 +117,9 @@ struct Model::Impl {
     const bool cfg = r.guidance != 1.0;
     const std::array<int64_t, 2> prompts{int64_t(r.cond_ids.size()), int64_t(r.uncond_ids.size())};
     const PatchGrid grid{C, T, H, W, transformer.config().latent_patch_size};
-    return estimate_run_memory(transformer, std::span(prompts.data(), cfg ? 2 : 1),
-                               grid, grid.tokens(), r.activations, denoise_on_backend_latent_buffers(cfg, r.conditions_any_frame()), batched);
+    return estimate_run_memory(transformer, std::span(prompts.data(), cfg ? 2 : 1), grid, grid.tokens(),
+                               r.activations, denoise_on_backend_latent_buffers(cfg, r.conditions_any_frame()),
+                               batched);
   }
 
   MemoryEstimate estimate_memory(const DenoiseRequest& request) const {

@@ -110,7 +110,7 @@ void WanVae::decode(const float* latent, const std::vector<int64_t>& shape, cons
     if (options.tap && *options.tap) (*options.tap)("z", frame);
     if (options.device) frame = upload_frame(*options.device, frame);
     decoder.push(frame, [&](Frame&& pixels) {
-      const Frame rgb = download_frame(pixels);
+      const Frame rgb = pixels.on_device() ? download_frame(pixels) : std::move(pixels);
       check_finite(rgb.f32.data(), rgb.size(), "decoded pixel frame " + std::to_string(next_frame));
       sink(next_frame++, rgb);
     }, tap);
