@@ -106,8 +106,7 @@ void prompt(const PromptOptions& options, std::FILE* out);
 struct VaeRunOptions {
   std::string vae;
   ActivationDType activations = ActivationDType::F32;
-  // decode: Cuda runs the decoder on the GPU (bf16 activations); encode:
-  // the CPU only.
+  // Cuda runs the decoder or the encoder on the GPU (bf16 activations).
   Device device = Device::Cpu;
   // Refuse requests estimated to need more bytes; unset: what the system
   // has available.

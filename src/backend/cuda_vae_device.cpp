@@ -145,6 +145,16 @@ class CudaVaeDevice final : public VaeDevice {
   void channel_slice(const float* x, int64_t positions, int64_t channels, int64_t c0, int64_t c, float* y) override {
     cuda::channel_slice(x, positions, channels, c0, c, y, stream());
   }
+  void patchify(const float* x, int64_t h, int64_t w, int64_t c, int p, float* y) override {
+    cuda::patchify_pixels(x, h, w, c, p, y, stream());
+  }
+  void average_down(const float* const* frames, int ft, int64_t h, int64_t w, int64_t c_in, int64_t c_out, int fs,
+                    float* y) override {
+    if (ft > cuda::ConvFloatFrames::kMaxFrames) fail_on_device("average_down takes at most 4 frames");
+    cuda::ConvFloatFrames f;
+    for (int t = 0; t < ft; ++t) f.frame[t] = frames[t];
+    cuda::average_down(f, ft, h, w, c_in, c_out, fs, y, stream());
+  }
   void attention(const float* qkv, int64_t positions, int64_t channels, float* out) override;
   void limit_chunk_bytes(std::size_t bytes) override {
     chunk_bytes_ = std::clamp<std::size_t>(bytes, 1, kVaeDeviceChunkBytes);

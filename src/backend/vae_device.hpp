@@ -1,6 +1,6 @@
 // The video VAE's operations on frames in a GPU's memory: with --device cuda
-// the decoder runs through them (vae/device_frames.hpp), so a generated
-// latent becomes pixels where it was sampled. Frames are channels-last
+// the decoder and the encoder run through them (vae/device_frames.hpp), so a
+// generated latent becomes pixels where it was sampled. Frames are channels-last
 // [h][w][c] as on the CPU (vae/frame.hpp) and every operation has the CPU
 // code's semantics: the convolution and the channel norm those of
 // kernels/conv_kernels.hpp and kernels/channel_norm_kernels.hpp (BF16
@@ -65,6 +65,11 @@ class VaeDevice {
   virtual void unpatchify_clamped(const float* x, int64_t h, int64_t w, int64_t c, int p, float* y) = 0;
   virtual void channel_slice(const float* x, int64_t positions, int64_t channels, int64_t c0, int64_t c,
                              float* y) = 0;
+  // The encoder's: vae/layers.hpp patchify of pixels [h][w][c], and
+  // average_down of frames[0 .. ft) [h][w][c_in] (null = zeros), bit-exact.
+  virtual void patchify(const float* x, int64_t h, int64_t w, int64_t c, int p, float* y) = 0;
+  virtual void average_down(const float* const* frames, int ft, int64_t h, int64_t w, int64_t c_in, int64_t c_out,
+                            int fs, float* y) = 0;
   // The mid block's single-head attention without its projections:
   // out [P][C] = softmax(q·kᵀ / sqrt(C))·v for qkv [P][3C] = [q | k | v].
   virtual void attention(const float* qkv, int64_t positions, int64_t channels, float* out) = 0;

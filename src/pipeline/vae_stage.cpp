@@ -55,6 +55,7 @@ std::vector<float> VaeStage::encode_condition_image(const std::string& image_pat
   const Image8 fitted = resize_and_center_crop(image, int(width), int(height));
   vae::RunOptions run;
   run.input_label = image_path;
+  run.device = device_;
   const vae::EncodeResult e = loaded(false).encode_image(fitted, run);
   return e.latent;  // [1, C, 1, h, w]: frame 0 in the [C][h][w] order
 }
@@ -71,8 +72,8 @@ void VaeStage::check_decode_memory(const std::array<int64_t, 4>& shape, bool col
 
 void VaeStage::check_encode_memory(const std::array<int64_t, 4>& shape) const {
   const int64_t sf = sizes_.config().spatial_factor(), H = shape[2] * sf, W = shape[3] * sf;
-  vae::check_memory(sizes_.estimate_encode(1, H, W), vae::available_memory_bytes().value_or(SIZE_MAX),
-                    "encoding a " + std::to_string(H) + "x" + std::to_string(W) + " image");
+  vae::check_encode_fits(sizes_, 1, H, W, device_, vae::available_memory_bytes().value_or(SIZE_MAX),
+                         "encoding a " + std::to_string(H) + "x" + std::to_string(W) + " image");
 }
 
 void VaeStage::decode_and_stage(const std::vector<float>& latent, const std::array<int64_t, 4>& shape,

@@ -29,8 +29,8 @@ class VaeStage {
  public:
   // Reads vae/config.json and the weight headers only; checks that the
   // latent channels agree with the transformer's. On Device::Cuda the
-  // decoder runs on the GPU (backend/vae_device.hpp); the image encode of
-  // image-to-video, one frame, runs on the CPU either way.
+  // decoder and the image encode of image-to-video run on the GPU
+  // (backend/vae_device.hpp).
   VaeStage(const std::string& folder, int64_t transformer_channels, ActivationDType activations,
            Device device = Device::Cpu);
 

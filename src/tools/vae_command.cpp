@@ -44,7 +44,7 @@ void add_common(CLI::App& cmd, VaeCliOptions& o) {
   cmd.add_option("--activations", o.activations,
                  "f32 (default; matches float32 references) or bf16 (bf16 convolution operands, float32 sums)")
       ->default_val("f32");
-  cmd.add_option("--device", o.device, "cpu, or cuda to decode on the GPU (with --activations bf16)")
+  cmd.add_option("--device", o.device, "cpu, or cuda to run on the GPU (with --activations bf16)")
       ->default_val("cpu")
       ->envname("STEPMIX_DEVICE");
   cmd.add_option("--max-memory", o.max_memory,

@@ -83,5 +83,23 @@ Frame channel_slice(const Frame& x, int64_t c0, int64_t c) {
   return y;
 }
 
+Frame patchify(const Frame& pixels, int p) {
+  Frame y = device_frame(*pixels.device, pixels.h / p, pixels.w / p, pixels.c * p * p);
+  pixels.device->patchify(pixels.f32_data(), pixels.h, pixels.w, pixels.c, p, y.f32_data());
+  return y;
+}
+
+Frame average_down(const std::vector<const Frame*>& frames, int64_t c_out, int fs) {
+  const Frame* any = nullptr;
+  std::vector<const float*> data;
+  for (const Frame* f : frames) {
+    any = f ? f : any;
+    data.push_back(f ? f->f32_data() : nullptr);
+  }
+  Frame y = device_frame(*any->device, any->h / fs, any->w / fs, c_out);
+  any->device->average_down(data.data(), int(data.size()), any->h, any->w, any->c, c_out, fs, y.f32_data());
+  return y;
+}
+
 }  // namespace on_device
 }  // namespace stepmix::vae

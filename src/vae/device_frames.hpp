@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "vae/frame.hpp"
 
@@ -29,6 +30,9 @@ Frame upsample_nearest2(const Frame& x, FrameElement out);
 Frame duplicate_up(const Frame& x, int64_t c_out, int ft, int fs, int dt);
 Frame unpatchify_clamped(const Frame& x, int p);
 Frame channel_slice(const Frame& x, int64_t c0, int64_t c);
+Frame patchify(const Frame& pixels, int p);
+// frames: ft entries, null = zeros, at least one not null.
+Frame average_down(const std::vector<const Frame*>& frames, int64_t c_out, int fs);
 }  // namespace on_device
 
 }  // namespace stepmix::vae

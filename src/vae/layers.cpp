@@ -94,8 +94,7 @@ Frame conv_frames(const ConvLayer& layer, const std::vector<const Frame*>& input
     data.push_back(f ? f->data() : nullptr);
   }
   if (!any || int64_t(inputs.size()) != layer.weights->kt) throw Error("vae", "internal: conv_frames needs kt frames");
-  if (any->on_device()) throw Error("vae", "internal: conv_frames (the encoder's) runs in host memory only");
-  Frame y = Frame::zeros(any->h, any->w, layer.c_out());
+  Frame y = frame_like(*any, any->h, any->w, layer.c_out());
   run_conv(layer, data.data(), *any, 1, 0, 0, y, nullptr);
   return y;
 }
@@ -264,7 +263,7 @@ Frame duplicate_up(const Frame& x, int64_t c_out, int ft, int fs, int dt) {
 Frame average_down(const std::vector<const Frame*>& frames, int64_t c_out, int fs) {
   const Frame* any = nullptr;
   for (const Frame* f : frames) any = f ? f : any;
-  if (any->on_device()) throw Error("vae", "internal: average_down (the encoder's) runs in host memory only");
+  if (any->on_device()) return on_device::average_down(frames, c_out, fs);
   const int64_t ft = int64_t(frames.size());
   const int64_t C = any->c;
   const int64_t f = ft * fs * fs;
@@ -294,6 +293,7 @@ Frame average_down(const std::vector<const Frame*>& frames, int64_t c_out, int f
 }
 
 Frame patchify(const Frame& pixels, int p) {
+  if (pixels.on_device()) return on_device::patchify(pixels, p);
   Frame y = Frame::zeros(pixels.h / p, pixels.w / p, pixels.c * p * p);
   for (int64_t oy = 0; oy < y.h; ++oy)
     for (int64_t ox = 0; ox < y.w; ++ox)

@@ -86,13 +86,9 @@ void WanVae::decode(const float* latent, const std::vector<int64_t>& shape, cons
     throw Error("vae", label + ": expected shape [1, " + std::to_string(z) + ", T, h, w], got " + shape_text(shape));
   const int64_t T = shape[2], h = shape[3], w = shape[4];
   check_finite(latent, z * T * h * w, label + " " + shape_text(shape));
-  if (options.device && arithmetic_ != kernels::GemmArithmetic::BF16)
-    throw Error("vae", folder_ + ": decoding on the GPU runs BF16 arithmetic (--activations bf16)");
-  // On a device the tap sees host copies of its frames.
+  check_device_arithmetic(options, "decoding");
   FrameTap host_tap;
-  if (options.device && options.tap && *options.tap)
-    host_tap = [&](const std::string& module, const Frame& frame) { (*options.tap)(module, download_frame(frame)); };
-  const FrameTap* tap = options.device ? (host_tap ? &host_tap : nullptr) : options.tap;
+  const FrameTap* tap = tap_for(options, host_tap);
   Decoder decoder = decoder_;  // fresh histories, shared weights
   int64_t next_frame = 0;
   const int64_t expected_frames = config_.pixel_frames(T);
@@ -123,6 +119,19 @@ void WanVae::decode(const float* latent, const std::vector<int64_t>& shape, cons
     decoder = Decoder{};  // the histories go back to the device's pool, which is then released
     options.device->release_cached();
   }
+}
+
+void WanVae::check_device_arithmetic(const RunOptions& options, const char* what) const {
+  if (options.device && arithmetic_ != kernels::GemmArithmetic::BF16)
+    throw Error("vae", folder_ + ": " + what + " on the GPU runs BF16 arithmetic (--activations bf16)");
+}
+
+const FrameTap* WanVae::tap_for(const RunOptions& options, FrameTap& host_tap) {
+  if (!options.device) return options.tap;
+  if (!options.tap || !*options.tap) return nullptr;
+  // On a device the tap sees host copies of its frames.
+  host_tap = [&options](const std::string& module, const Frame& frame) { (*options.tap)(module, download_frame(frame)); };
+  return &host_tap;
 }
 
 std::vector<float> WanVae::decode_to_tensor(const float* latent, const std::vector<int64_t>& shape,
@@ -158,11 +167,17 @@ EncodeResult WanVae::encode(const float* pixels, const std::vector<int64_t>& sha
   out.shape = {1, z, T, h, w};
   out.mu.assign(std::size_t(z * T * h * w), 0.0f);
   out.latent.assign(out.mu.size(), 0.0f);
+  check_device_arithmetic(options, "encoding");
+  FrameTap host_tap;
+  const FrameTap* tap = tap_for(options, host_tap);
   Encoder encoder = encoder_;
   int64_t t_out = 0;
   for (int64_t t = 0; t < F; ++t) {
     check_cancel(options, t_out, T, "encode");
-    encoder.push(frame_of(pixels, 3, F, H, W, t), [&](Frame&& moments) {
+    Frame frame = frame_of(pixels, 3, F, H, W, t);
+    if (options.device) frame = upload_frame(*options.device, frame);
+    encoder.push(frame, [&](Frame&& device_moments) {
+      const Frame moments = device_moments.on_device() ? download_frame(device_moments) : std::move(device_moments);
       for (int64_t c = 0; c < z; ++c)
         for (int64_t p = 0; p < h * w; ++p) {
           const float mu = moments.f32[std::size_t(p * 2 * z + c)];
@@ -172,7 +187,11 @@ EncodeResult WanVae::encode(const float* pixels, const std::vector<int64_t>& sha
         }
       ++t_out;
       if (options.progress) options.progress(t_out, T);
-    }, options.tap);
+    }, tap);
+  }
+  if (options.device) {
+    encoder = Encoder{};
+    options.device->release_cached();
   }
   if (t_out != T) throw Error("vae", "internal: encoded " + std::to_string(t_out) + " latent frames, expected " + std::to_string(T));
   check_finite(out.mu.data(), int64_t(out.mu.size()), "encoded mean");
@@ -203,6 +222,13 @@ MemoryEstimate WanVae::estimate_decode_on_device(int64_t latent_frames, int64_t 
   // attention scores, and q, k, vᵀ of the mid block's attention.
   const int64_t mid_width = config_.decoder_widths().front();
   e.working += 2 * kVaeDeviceChunkBytes + std::size_t(3 * h * w * mid_width) * sizeof(float);
+  return e;
+}
+
+MemoryEstimate WanVae::estimate_encode_on_device(int64_t frames, int64_t H, int64_t W) const {
+  MemoryEstimate e = estimate_encode(frames, H, W);
+  const int64_t sf = config_.spatial_factor(), mid_width = config_.encoder_widths().back();
+  e.working += 2 * kVaeDeviceChunkBytes + std::size_t(3 * (H / sf) * (W / sf) * mid_width) * sizeof(float);
   return e;
 }
 
@@ -244,6 +270,13 @@ void check_memory(const MemoryEstimate& e, std::size_t limit, const std::string&
                          ", causal histories " + format_bytes(e.histories) + ", frames in flight " +
                          format_bytes(e.working) + (e.output ? ", output " + format_bytes(e.output) : std::string()) +
                          ", other " + format_bytes(e.overhead()) + "), more than the " + format_bytes(limit) + " available");
+}
+
+void check_encode_fits(const WanVae& sizes, int64_t frames, int64_t H, int64_t W, VaeDevice* device,
+                       std::size_t host_limit, const std::string& what) {
+  if (!device) return check_memory(sizes.estimate_encode(frames, H, W), host_limit, what);
+  check_memory(sizes.estimate_encode_on_device(frames, H, W), device->memory_free() + device->scratch_bytes(),
+               what + " on the GPU");
 }
 
 void check_decode_fits(const WanVae& sizes, int64_t latent_frames, int64_t h, int64_t w, bool collect_output,

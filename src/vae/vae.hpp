@@ -64,9 +64,9 @@ struct RunOptions {
   // What the input is called in error messages, e.g. "in.safetensors: tensor
   // 'latent'"; empty: "latent" / "pixels".
   std::string input_label;
-  // decode only: run the decoder on this device (backend/vae_device.hpp;
-  // BF16 arithmetic), each latent frame uploaded and each pixel frame
-  // brought back to the host for the sink; null: in host memory.
+  // Run on this device (backend/vae_device.hpp; BF16 arithmetic): each
+  // input frame uploaded, each output frame (pixels, moments) brought back
+  // to the host; null: in host memory.
   VaeDevice* device = nullptr;
 };
 
@@ -116,8 +116,15 @@ class WanVae {
   // same weights, histories and frames in flight, plus the device's
   // bounded scratch (backend/vae_device.hpp).
   MemoryEstimate estimate_decode_on_device(int64_t latent_frames, int64_t h, int64_t w) const;
+  MemoryEstimate estimate_encode_on_device(int64_t frames, int64_t H, int64_t W) const;
 
  private:
+  // Throws when `options` name a device and the arithmetic is not BF16.
+  void check_device_arithmetic(const RunOptions& options, const char* what) const;
+  // The tap the halves get: options.tap, or on a device one handing it host
+  // copies (held by `host_tap`).
+  static const FrameTap* tap_for(const RunOptions& options, FrameTap& host_tap);
+
   VaeConfig config_;
   std::string folder_;
   kernels::GemmArithmetic arithmetic_ = kernels::GemmArithmetic::F32;
@@ -148,6 +155,9 @@ void check_memory(const MemoryEstimate& estimate, std::size_t limit, const std::
 // against `host_limit`. `what` begins the message.
 void check_decode_fits(const WanVae& sizes, int64_t latent_frames, int64_t h, int64_t w, bool collect_output,
                        VaeDevice* device, std::size_t host_limit, const std::string& what);
+// The same for an encode of `frames` pixel frames of H × W.
+void check_encode_fits(const WanVae& sizes, int64_t frames, int64_t H, int64_t W, VaeDevice* device,
+                       std::size_t host_limit, const std::string& what);
 
 // "1.5 GiB" / "12.0 MiB", for messages.
 std::string format_bytes(std::size_t bytes);

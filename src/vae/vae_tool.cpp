@@ -37,6 +37,15 @@ const TensorView& input_tensor(const SafetensorsFile& file, const std::string& n
   return *t;
 }
 
+// The VAE device of --device (null for the CPU): a missing GPU is said
+// first, then float32 activations, which are CPU-only.
+VaeDevice* device_of(const VaeRunOptions& o) {
+  if (o.device == Device::Cpu) return nullptr;
+  VaeDevice* device = &vae_device_for(o.device);
+  if (o.activations != ActivationDType::BF16) throw Error("cuda", kF32ActivationsAreCpuOnly);
+  return device;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -75,11 +84,7 @@ void vae_decode(const VaeDecodeOptions& o, std::FILE* out) {
   outputs.frames_dir = o.frames_dir;
   if (!(o.fps > 0) || o.fps > 1000) throw Error("vae", "--fps: expected a number in (0, 1000], got " + std::to_string(o.fps));
   outputs.fps = o.fps;
-  VaeDevice* device = nullptr;
-  if (o.run.device != Device::Cpu) {
-    device = &vae_device_for(o.run.device);  // a missing GPU first
-    if (o.run.activations != ActivationDType::BF16) throw Error("cuda", kF32ActivationsAreCpuOnly);
-  }
+  VaeDevice* device = device_of(o.run);
   vae::VaeOptions load;
   load.arithmetic = arithmetic_of(o.run.activations);
   const std::size_t limit = memory_limit(o.run);
@@ -122,11 +127,9 @@ void vae_decode(const VaeDecodeOptions& o, std::FILE* out) {
 }
 
 void vae_encode(const VaeEncodeOptions& o, std::FILE* out) {
-  if (o.run.device != Device::Cpu)
-    throw Error("vae", "encode: --device " + std::string(device_name(o.run.device)) +
-                           ": the encoder runs on the CPU only; use --device cpu (decode runs on the GPU)");
   if (bool(o.pixels) == bool(o.image)) throw Error("vae", "encode: give exactly one of --pixels IN.safetensors and --image IN.png");
   output_format_for(o.out, "--out", {OutputFormat::Safetensors});
+  VaeDevice* device = device_of(o.run);
   vae::VaeOptions load;
   load.arithmetic = arithmetic_of(o.run.activations);
   const std::size_t limit = memory_limit(o.run);
@@ -137,6 +140,7 @@ void vae_encode(const VaeEncodeOptions& o, std::FILE* out) {
   std::vector<int64_t> shape;
   vae::RunOptions run;
   run.progress = o.run.progress;
+  run.device = device;
   if (o.image) {
     const Image8 rgb = read_png_rgb(*o.image);
     if (rgb.width % 16 || rgb.height % 16)
@@ -156,9 +160,9 @@ void vae_encode(const VaeEncodeOptions& o, std::FILE* out) {
   load.decoder = load.encoder = false;
   const vae::WanVae sizes = vae::WanVae::load(o.run.vae, load);
   if (shape.size() == 5 && shape[2] >= 1 && shape[3] >= 1 && shape[4] >= 1)
-    vae::check_memory(sizes.estimate_encode(shape[2], shape[3], shape[4]), limit,
-                      run.input_label + ": encoding " + std::to_string(shape[2]) + " frames of " +
-                          std::to_string(shape[3]) + "x" + std::to_string(shape[4]));
+    vae::check_encode_fits(sizes, shape[2], shape[3], shape[4], device, limit,
+                           run.input_label + ": encoding " + std::to_string(shape[2]) + " frames of " +
+                               std::to_string(shape[3]) + "x" + std::to_string(shape[4]));
   OutputSet set;
   set.add_input("--pixels", o.pixels.value_or(""));
   set.add_input("--image", o.image.value_or(""));
@@ -171,8 +175,9 @@ void vae_encode(const VaeEncodeOptions& o, std::FILE* out) {
   set.stage_file(id, encode_safetensors(o.out, {make_tensor_f32("latent", result.shape, result.latent),
                                                 make_tensor_f32("mu", result.shape, result.mu)}));
   set.commit();
-  std::fprintf(out, "latent %s -> %s (%.2f s, %s activations)\n", shape_to_string(result.shape).c_str(), o.out.c_str(),
-               seconds_since(start), std::string(activation_dtype_name(o.run.activations)).c_str());
+  std::fprintf(out, "latent %s -> %s (%.2f s, %s activations%s)\n", shape_to_string(result.shape).c_str(),
+               o.out.c_str(), seconds_since(start), std::string(activation_dtype_name(o.run.activations)).c_str(),
+               device ? ", on the GPU" : "");
 }
 
 }  // namespace stepmix

@@ -3,8 +3,9 @@
 // within float32 rounding of their sums, in one chunk of rows and in chunks
 // of 16 rows (VaeDevice::limit_chunk_bytes), the channel norm within a few
 // float32 ulps (one bf16 ulp for bf16 outputs), the decoder's index maps bit
-// for bit, the mid block's attention against a float64 evaluation, and the
-// tiny golden decodes within the bound the CPU's bf16 decode is held to.
+// for bit (the encoder's patchify and average-down included), the mid
+// block's attention against a float64 evaluation, and the tiny golden
+// decodes and encodes within the bounds the CPU's bf16 runs are held to.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -233,6 +234,22 @@ TEST_F(CudaVae, IndexMapsAreTheHostsBitForBit) {
       ASSERT_EQ(float_bits(lower.f32[std::size_t(p * 8 + c)]), float_bits(x.f32[std::size_t(p * 16 + c)]));
       ASSERT_EQ(float_bits(upper.f32[std::size_t(p * 8 + c)]), float_bits(x.f32[std::size_t(p * 16 + 8 + c)]));
     }
+  // The encoder's patchify and average-down (one frame, two frames, a null
+  // first frame; g = 1 and g > 1).
+  const vae::Frame image = random_frame(8, 12, 3, 5, FrameElement::F32, 1.0f);
+  expect_same_frame(vae::download_frame(vae::patchify(vae::upload_frame(device, image), 2)), vae::patchify(image, 2),
+                    "patchify");
+  const vae::Frame a = random_frame(6, 8, 16, 6, FrameElement::F32, 1.0f),
+                   b = random_frame(6, 8, 16, 7, FrameElement::F32, 1.0f);
+  const vae::Frame a_gpu = vae::upload_frame(device, a), b_gpu = vae::upload_frame(device, b);
+  for (int64_t c_out : {16, 32, 64}) {
+    expect_same_frame(vae::download_frame(vae::average_down({&a_gpu}, c_out, 2)), vae::average_down({&a}, c_out, 2),
+                      "average-down, one frame");
+    expect_same_frame(vae::download_frame(vae::average_down({&a_gpu, &b_gpu}, c_out, 2)),
+                      vae::average_down({&a, &b}, c_out, 2), "average-down, two frames");
+    expect_same_frame(vae::download_frame(vae::average_down({nullptr, &b_gpu}, c_out, 2)),
+                      vae::average_down({nullptr, &b}, c_out, 2), "average-down, null first frame");
+  }
   // Conversions and the residual add.
   const vae::Frame rounded = vae::convert_frame(x, FrameElement::BF16);
   expect_same_frame(vae::download_frame(vae::convert_frame(g, FrameElement::BF16)), rounded, "round to bf16");
@@ -314,6 +331,35 @@ TEST_F(CudaVae, GoldenDecodesStayWithinTheCpuBf16Bound) {
     ASSERT_EQ(gpu.size(), cpu.size()) << name;
     EXPECT_LE(vs_golden, 7e-2) << name;
     EXPECT_LE(max_diff / max_cpu, 7e-2) << name;
+  }
+}
+
+// The golden encodes on the GPU: the posterior mean within the CPU bf16
+// encode's bound (tests/vae/run_test.cpp: 2e-2, 2x its measured 9.8e-3 /
+// 9.7e-3) of the golden and of the CPU's bf16 encode.
+TEST_F(CudaVae, GoldenEncodesStayWithinTheCpuBf16Bound) {
+  vae::VaeOptions options;
+  options.arithmetic = kernels::GemmArithmetic::BF16;
+  options.decoder = false;
+  const vae::WanVae model = vae::WanVae::load(vae_golden("vae"), options);
+  for (const std::string name : {"image", "video"}) {
+    const auto file = SafetensorsFile::open(vae_golden("encode/" + name + ".safetensors"));
+    const TensorView& pixels = file->get("pixels");
+    vae::RunOptions on_gpu;
+    on_gpu.device = &cuda_vae_device();
+    const vae::EncodeResult gpu = model.encode(pixels.as<float>(), pixels.shape, on_gpu);
+    const vae::EncodeResult cpu = model.encode(pixels.as<float>(), pixels.shape);
+    ASSERT_EQ(gpu.shape, cpu.shape) << name;
+    const double vs_golden = deviation(gpu.mu.data(), file->get("mu"));
+    double max_diff = 0, max_cpu = 0;
+    for (std::size_t i = 0; i < cpu.mu.size(); ++i) {
+      max_diff = std::max(max_diff, std::fabs(double(gpu.mu[i]) - cpu.mu[i]));
+      max_cpu = std::max(max_cpu, std::fabs(double(cpu.mu[i])));
+    }
+    std::printf("[ vae encode ] %s on the GPU: vs golden %.2e, vs cpu bf16 %.2e (bound 2e-2)\n", name.c_str(),
+                vs_golden, max_diff / max_cpu);
+    EXPECT_LE(vs_golden, 2e-2) << name;
+    EXPECT_LE(max_diff / max_cpu, 2e-2) << name;
   }
 }
 

@@ -4,8 +4,8 @@
 # below 9.0, or a build without CUDA), each is refused with exit 2 and one
 # line naming what is missing, before anything is written. Where a GPU is
 # usable, a bf16 forward runs, a generation on a model with vae/ decodes its
-# picture on the GPU, `vae decode` runs there, and float32 activations are
-# refused with one line. `vae encode` runs on the CPU only, everywhere.
+# picture on the GPU, `vae decode` and `vae encode` run there, and float32
+# activations are refused with one line.
 # $1 = stepmix binary, $2 = tests/data.
 set -u
 source "$(dirname "$0")/lib.sh" "$@"
@@ -29,6 +29,7 @@ expect_missing() {
 forward=(forward --model "$g/transformer" --inputs "$case_file" --out "$tmp/x.safetensors" --precision dense)
 vae_dir=$data/golden/wan22-vae-tiny
 decode=(vae decode --vae "$vae_dir/vae" --latent "$vae_dir/decode/image.safetensors" --out "$tmp/x.png")
+encode=(vae encode --vae "$vae_dir/vae" --pixels "$vae_dir/encode/image.safetensors" --out "$tmp/x.safetensors")
 if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err"; then
   # A usable GPU: the forward ran; float32 activations are CPU-only.
   echo "device: a usable GPU is present"
@@ -45,6 +46,11 @@ if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/e
   [[ -s $tmp/x.png ]] || fail "vae decode on cuda wrote no picture"
   rm -f "$tmp/x.png"
   expect_error vae-f32-on-cuda "--activations f32 is CPU-only" "${decode[@]}" --device cuda
+  checks=$((checks + 1))
+  "$bin" "${encode[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err" || fail "vae encode on cuda: $(cat "$tmp/err")"
+  grep -q "bf16 activations, on the GPU)" "$tmp/out" || fail "vae encode on cuda: $(cat "$tmp/out")"
+  [[ -s $tmp/x.safetensors ]] || fail "vae encode on cuda wrote no latent"
+  rm -f "$tmp/x.safetensors"
   checks=$((checks + 1))
   "$bin" generate --model "$data/vae-model" --prompt-ids 5,9,13 --steps 2 --height 32 --width 48 --out "$tmp/x.png" \
     --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err" || fail "generate with vae/ on cuda: $(cat "$tmp/err")"
@@ -66,12 +72,10 @@ else
   [[ ! -e $tmp/report ]] || fail "compare: a report folder was written"
   expect_missing vae-decode "$bin" "${decode[@]}" --device cuda --activations bf16
   expect_missing vae-decode-env env STEPMIX_DEVICE=cuda "$bin" "${decode[@]}" --activations bf16
+  expect_missing vae-encode "$bin" "${encode[@]}" --device cuda --activations bf16
   expect_missing generate-vae "$bin" generate --model "$data/vae-model" --prompt-ids 5,9,13 --steps 2 --height 32 \
     --width 48 --out "$tmp/x.png" --device cuda --activations bf16
 fi
-expect_error vae-encode-on-cuda "encode: --device cuda: the encoder runs on the CPU only; use --device cpu" \
-  vae encode --vae "$vae_dir/vae" --pixels "$vae_dir/encode/image.safetensors" --out "$tmp/y.safetensors" \
-  --device cuda
 # The CPU stays the default, and --device says what it accepts.
 "$bin" "${forward[@]}" >/dev/null 2>"$tmp/err" || fail "default device: $(cat "$tmp/err")"
 expect_error bad-device "--device: expected cpu or cuda, got 'tpu'" "${forward[@]}" --device tpu

@@ -1,10 +1,13 @@
-// The decoder on a VAE device (vae/device_frames.hpp, RunOptions::device),
-// run here through a device whose memory is host memory and whose
-// operations are the CPU's own (HostVaeDevice below): every frame between
-// the latent upload and the pixel download lives "on the device", so the
-// run exercises each layer's device branch, the frames' device memory, the
-// histories and the tap's host copies, and must give the host decode's bits
-// (the CUDA device's arithmetic is tested against the CPU in tests/cuda).
+// The decoder and the encoder on a VAE device (vae/device_frames.hpp,
+// RunOptions::device), run here through a device whose memory is host memory
+// and whose operations are the CPU's own (HostVaeDevice below): every frame
+// between the input upload and the output download lives "on the device",
+// so the runs exercise each layer's device branch, the frames' device
+// memory, the histories and the tap's host copies, and must give the host
+// runs' bits (the CUDA device's arithmetic is tested against the CPU in
+// tests/cuda).
+#include "vae/device_frames.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,7 +16,6 @@
 #include "backend/vae_device.hpp"
 #include "core/numerics.hpp"
 #include "kernels/kernel_set.hpp"
-#include "vae/device_frames.hpp"
 #include "vae_test_util.hpp"
 
 namespace stepmix::test {
@@ -102,6 +104,24 @@ class HostVaeDevice final : public VaeDevice {
     ++calls["channel_slice"];
     for (int64_t p = 0; p < positions; ++p) std::memcpy(y + p * c, x + p * channels + c0, std::size_t(c) * 4);
   }
+  void patchify(const float* x, int64_t h, int64_t w, int64_t c, int p, float* y) override {
+    ++calls["patchify"];
+    const vae::Frame r = vae::patchify(host_frame(x, h, w, c), p);
+    std::memcpy(y, r.data(), r.bytes());
+  }
+  void average_down(const float* const* frames, int ft, int64_t h, int64_t w, int64_t c_in, int64_t c_out, int fs,
+                    float* y) override {
+    ++calls["average_down"];
+    std::vector<vae::Frame> held;
+    std::vector<const vae::Frame*> inputs;
+    held.reserve(std::size_t(ft));
+    for (int t = 0; t < ft; ++t) {
+      if (frames[t]) held.push_back(host_frame(frames[t], h, w, c_in));
+      inputs.push_back(frames[t] ? &held.back() : nullptr);
+    }
+    const vae::Frame r = vae::average_down(inputs, c_out, fs);
+    std::memcpy(y, r.data(), r.bytes());
+  }
   void attention(const float* qkv, int64_t positions, int64_t channels, float* out) override {
     ++calls["attention"];
     const vae::Frame r = vae::single_head_attention(host_frame(qkv, 1, positions, 3 * channels));
@@ -109,15 +129,27 @@ class HostVaeDevice final : public VaeDevice {
   }
 };
 
-vae::WanVae bf16_decoder() {
+vae::WanVae bf16_vae() {
   vae::VaeOptions options;
   options.arithmetic = kernels::GemmArithmetic::BF16;
-  options.encoder = false;
   return vae::WanVae::load(vae_golden("vae"), options);
 }
 
+// The tap's frames of two runs: the same modules, the same frames, on the host.
+void expect_same_taps(const TapRecorder& on_device, const TapRecorder& on_host) {
+  ASSERT_EQ(on_device.frames.size(), on_host.frames.size());
+  for (const auto& [module, frames] : on_host.frames) {
+    const auto& seen = on_device.frames.at(module);
+    ASSERT_EQ(seen.size(), frames.size()) << module;
+    for (std::size_t t = 0; t < frames.size(); ++t) {
+      EXPECT_FALSE(seen[t].on_device()) << module;
+      EXPECT_EQ(seen[t].f32, frames[t].f32) << module << " frame " << t;
+    }
+  }
+}
+
 TEST(VaeDeviceFrames, DecodeOnADeviceGivesTheHostDecodesBits) {
-  const vae::WanVae model = bf16_decoder();
+  const vae::WanVae model = bf16_vae();
   for (const std::string name : {"image", "video"}) {
     SCOPED_TRACE(name);
     const auto file = SafetensorsFile::open(vae_golden("decode/" + name + ".safetensors"));
@@ -133,15 +165,7 @@ TEST(VaeDeviceFrames, DecodeOnADeviceGivesTheHostDecodesBits) {
     const std::vector<float> got = model.decode_to_tensor(latent.as<float>(), latent.shape, device_run);
     EXPECT_EQ(got, want);
     // The tap saw host copies of the same frames, module by module.
-    ASSERT_EQ(on_device.frames.size(), on_host.frames.size());
-    for (const auto& [module, frames] : on_host.frames) {
-      const auto& seen = on_device.frames[module];
-      ASSERT_EQ(seen.size(), frames.size()) << module;
-      for (std::size_t t = 0; t < frames.size(); ++t) {
-        EXPECT_FALSE(seen[t].on_device()) << module;
-        EXPECT_EQ(seen[t].f32, frames[t].f32) << module << " frame " << t;
-      }
-    }
+    expect_same_taps(on_device, on_host);
     // Everything between the latent frames' uploads and the pixel frames'
     // downloads ran on the device.
     const int64_t T = latent.shape[2];
@@ -151,6 +175,32 @@ TEST(VaeDeviceFrames, DecodeOnADeviceGivesTheHostDecodesBits) {
     for (const char* op : {"conv3d", "channel_rms_norm", "round_to_bf16", "upsample_nearest2", "duplicate_up"})
       EXPECT_GT(device.calls[op], 0) << op;
     if (T > 1) EXPECT_GT(device.calls["channel_slice"], 0);
+  }
+}
+
+TEST(VaeDeviceFrames, EncodeOnADeviceGivesTheHostEncodesBits) {
+  const vae::WanVae model = bf16_vae();
+  for (const std::string name : {"image", "video"}) {
+    SCOPED_TRACE(name);
+    const auto file = SafetensorsFile::open(vae_golden("encode/" + name + ".safetensors"));
+    const TensorView& pixels = file->get("pixels");
+    HostVaeDevice device;
+    TapRecorder on_host, on_device;
+    const vae::FrameTap host_tap = on_host.tap(), device_tap = on_device.tap();
+    vae::RunOptions host_run, device_run;
+    host_run.tap = &host_tap;
+    device_run.tap = &device_tap;
+    device_run.device = &device;
+    const vae::EncodeResult want = model.encode(pixels.as<float>(), pixels.shape, host_run);
+    const vae::EncodeResult got = model.encode(pixels.as<float>(), pixels.shape, device_run);
+    EXPECT_EQ(got.shape, want.shape);
+    EXPECT_EQ(got.mu, want.mu);
+    EXPECT_EQ(got.latent, want.latent);
+    expect_same_taps(on_device, on_host);
+    EXPECT_EQ(device.calls["upload"], pixels.shape[2]);
+    EXPECT_EQ(device.calls["patchify"], pixels.shape[2]);
+    for (const char* op : {"conv3d", "channel_rms_norm", "average_down", "attention"})
+      EXPECT_GT(device.calls[op], 0) << op;
   }
 }
 
@@ -185,6 +235,14 @@ TEST(VaeDeviceFrames, FloatArithmeticIsRefusedOnADevice) {
     FAIL() << "decoded with float32 arithmetic on a device";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("decoding on the GPU runs BF16 arithmetic"), std::string::npos) << e.what();
+  }
+  const auto enc = SafetensorsFile::open(vae_golden("encode/image.safetensors"));
+  const TensorView& pixels = enc->get("pixels");
+  try {
+    golden_vae().encode(pixels.as<float>(), pixels.shape, run);
+    FAIL() << "encoded with float32 arithmetic on a device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("encoding on the GPU runs BF16 arithmetic"), std::string::npos) << e.what();
   }
   EXPECT_EQ(device.calls["upload"], 0);
 }

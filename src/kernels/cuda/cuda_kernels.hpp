@@ -207,6 +207,10 @@ struct ConvFrames {
   static constexpr int kMaxFrames = 4;
   const uint16_t* frame[kMaxFrames] = {};
 };
+struct ConvFloatFrames {  // float32 frames of the average-down shortcut
+  static constexpr int kMaxFrames = 4;
+  const float* frame[kMaxFrames] = {};
+};
 struct ConvGeometry {
   int kt = 1, kh = 1, kw = 1;
   int64_t c_in = 0;
@@ -234,6 +238,12 @@ void duplicate_up(const float* x, int64_t h, int64_t w, int64_t c_in, int64_t c_
 void channel_slice(const float* x, int64_t positions, int64_t channels, int64_t c0, int64_t c, float* y,
                    StreamHandle stream);
 void unpatchify_clamped(const float* x, int64_t h, int64_t w, int64_t c, int p, float* y, StreamHandle stream);
+// The encoder's: patchify of pixels [h][w][c] (vae/layers.hpp patchify) and
+// the average-down shortcut of ft frames [h][w][c_in] (null = zeros) into
+// [h/fs][w/fs][c_out], its sums in the CPU's order (bit-exact).
+void patchify_pixels(const float* x, int64_t h, int64_t w, int64_t c, int p, float* y, StreamHandle stream);
+void average_down(const ConvFloatFrames& frames, int ft, int64_t h, int64_t w, int64_t c_in, int64_t c_out, int fs,
+                  float* y, StreamHandle stream);
 // The mid block's attention: qkv [P][3C] into q, k [P][C] and vᵀ [C][P]; and
 // s[r][:] = softmax(s[r][:]) per row (exp in float64 rounded once, float32 sums).
 void split_qkv(const float* qkv, int64_t P, int64_t C, float* q, float* k, float* vt, StreamHandle stream);

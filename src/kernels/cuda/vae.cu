@@ -127,6 +127,44 @@ struct DuplicateUp {
   }
 };
 
+// vae/layers.hpp patchify: pixel (p·y + dy, p·x + dx) channel c to channel
+// c·p² + dx·p + dy of position (y, x).
+struct Patchify {
+  const float* x;
+  int64_t w_out, c, yc;  // output width, input channels, output channels c·p²
+  int p;
+  float* y;
+  __device__ void one(int64_t i) const {
+    const int64_t ch = i % yc, pos = i / yc;
+    const int64_t colour = ch / (p * p), rest = ch % (p * p), dx = rest / p, dy = rest % p;
+    const int64_t oy = pos / w_out, ox = pos % w_out;
+    y[i] = x[((oy * p + dy) * (w_out * p) + ox * p + dx) * c + colour];
+  }
+};
+
+// vae/layers.hpp average_down, summing the g values of each output in the
+// CPU's order (bit-exact): E[c·f + dt·fs² + dy·fs + dx] = frames[dt][y·fs + dy,
+// x·fs + dx, c] (null = zeros), out[o] = (1/g)·Σ_j E[o·g + j].
+struct AverageDown {
+  ConvFloatFrames frames;
+  int64_t w_in, c_in, c_out, w_out, f, g;
+  int fs;
+  float inv_g;
+  float* y;
+  __device__ void one(int64_t i) const {
+    const int64_t o = i % c_out, pos = i / c_out;
+    const int64_t oy = pos / w_out, ox = pos % w_out;
+    float sum = 0.0f;
+    for (int64_t j = 0; j < g; ++j) {
+      const int64_t e = o * g + j, c = e / f, sub = e % f;
+      const int64_t dt = sub / (fs * fs), dy = (sub / fs) % fs, dx = sub % fs;
+      const float* frame = frames.frame[dt];
+      sum = __fadd_rn(sum, frame ? frame[((oy * fs + dy) * w_in + ox * fs + dx) * c_in + c] : 0.0f);
+    }
+    y[i] = g == 1 ? sum : __fmul_rn(sum, inv_g);
+  }
+};
+
 struct ChannelSlice {
   const float* x;
   int64_t channels, c0, c;
@@ -285,6 +323,27 @@ void unpatchify_clamped(const float* x, int64_t h, int64_t w, int64_t c, int p, 
   require(x && y, "unpatchify_clamped", "null device pointer");
   const int64_t colours = c / (int64_t(p) * p);
   launch_each("unpatchify_clamped", UnpatchifyClamped{x, w, c, colours, p, y}, h * p * w * p * colours, stream);
+}
+
+void patchify_pixels(const float* x, int64_t h, int64_t w, int64_t c, int p, float* y, StreamHandle stream) {
+  require_positive("patchify_pixels", {h, w, c, p});
+  require(h % p == 0 && w % p == 0, "patchify_pixels", "height and width must be multiples of p");
+  require(x && y, "patchify_pixels", "null device pointer");
+  const int64_t yc = c * p * p;
+  launch_each("patchify_pixels", Patchify{x, w / p, c, yc, p, y}, (h / p) * (w / p) * yc, stream);
+}
+
+void average_down(const ConvFloatFrames& frames, int ft, int64_t h, int64_t w, int64_t c_in, int64_t c_out, int fs,
+                  float* y, StreamHandle stream) {
+  require_positive("average_down", {ft, h, w, c_in, c_out, fs});
+  require(ft <= ConvFloatFrames::kMaxFrames, "average_down", "at most 4 frames");
+  const int64_t f = int64_t(ft) * fs * fs;
+  require((c_in * f) % c_out == 0 && h % fs == 0 && w % fs == 0, "average_down",
+          "C_in·ft·fs² must be a multiple of c_out and the frame a multiple of fs");
+  require(y != nullptr, "average_down", "null device pointer");
+  const int64_t g = c_in * f / c_out, h_out = h / fs, w_out = w / fs;
+  const AverageDown op{frames, w, c_in, c_out, w_out, f, g, fs, 1.0f / float(g), y};
+  launch_each("average_down", op, h_out * w_out * c_out, stream);
 }
 
 void split_qkv(const float* qkv, int64_t P, int64_t C, float* q, float* k, float* vt, StreamHandle stream) {

@@ -170,6 +170,12 @@ void channel_slice(const float*, int64_t, int64_t, int64_t, int64_t, float*, Str
 void unpatchify_clamped(const float*, int64_t, int64_t, int64_t, int, float*, StreamHandle) {
   without_cuda("unpatchify_clamped");
 }
+void patchify_pixels(const float*, int64_t, int64_t, int64_t, int, float*, StreamHandle) {
+  without_cuda("patchify_pixels");
+}
+void average_down(const ConvFloatFrames&, int, int64_t, int64_t, int64_t, int64_t, int, float*, StreamHandle) {
+  without_cuda("average_down");
+}
 void split_qkv(const float*, int64_t, int64_t, float*, float*, float*, StreamHandle) { without_cuda("split_qkv"); }
 void softmax_rows(float*, int64_t, int64_t, StreamHandle) { without_cuda("softmax_rows"); }
 void gemm_bf16_to_f32(GemmRunner&, const uint16_t*, const uint16_t*, int64_t, int64_t, int64_t, float*, StreamHandle) {
