@@ -115,7 +115,13 @@ class CudaVaeDevice final : public VaeDevice {
     cuda::copy_to_host(host, src, bytes, stream());
   }
   std::size_t memory_free() const override { return cuda::device_memory().free_bytes + pool_.pooled_bytes(); }
-  void release_cached() override { pool_.release(); }
+  void release_cached() override {
+    pool_.release();
+    taps_ = cuda::DeviceBuffer();
+    scores_ = cuda::DeviceBuffer();
+    qkv_split_ = cuda::DeviceBuffer();
+    std::erase_if(weights_, [](const auto& entry) { return entry.second.source.expired(); });
+  }
   std::size_t scratch_bytes() const override {
     std::size_t total = taps_.bytes() + scores_.bytes() + qkv_split_.bytes();
     for (const auto& [key, w] : weights_) total += w.weight.bytes() + w.bias.bytes();

@@ -37,7 +37,9 @@ class VaeDevice {
   virtual void upload(void* dst, const void* host, std::size_t bytes) = 0;
   virtual void download(void* host, const void* src, std::size_t bytes) = 0;
   // Free for new frames: the device's free memory and what it keeps for
-  // reuse; release_cached() gives back what it keeps (the end of a decode).
+  // reuse; release_cached() gives back what it keeps (the end of a decode
+  // or an encode): pooled frames, scratch, the weight copies of layers that
+  // are gone.
   virtual std::size_t memory_free() const = 0;
   virtual void release_cached() {}
   // What the operations hold beyond frames: the scratch of the largest

@@ -57,6 +57,12 @@ std::vector<float> VaeStage::encode_condition_image(const std::string& image_pat
   run.input_label = image_path;
   run.device = device_;
   const vae::EncodeResult e = loaded(false).encode_image(fitted, run);
+  if (device_) {
+    // The encoder's GPU copies go with it: the sampling and the decode that
+    // follow need that memory more than a later encode needs the weights.
+    encoder_.reset();
+    device_->release_cached();
+  }
   return e.latent;  // [1, C, 1, h, w]: frame 0 in the [C][h][w] order
 }
 

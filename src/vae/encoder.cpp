@@ -61,6 +61,11 @@ void Encoder::push_down(std::size_t i, Frame&& x, const std::function<void(Frame
   const FrameElement time_type = b.time_conv.input_type();
   Frame out;
   if (k == 0) {
+    // A device frame's copy shares its memory: the history must be a
+    // converted frame of its own before `out` is added into (on a device
+    // the time conv's input is bf16, h float32).
+    if (h.on_device() && h.type == time_type)
+      throw Error("vae", "internal: the time history would share memory with the block output");
     b.time_history.push_back(convert_frame(h, time_type));
     out = std::move(h);
     add_in_place(out, average_down({nullptr, &x}, b.c_out, fs));

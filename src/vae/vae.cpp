@@ -30,6 +30,15 @@ void check_cancel(const RunOptions& options, int64_t done, int64_t total, const 
                            std::to_string(total) + "; nothing was written");
 }
 
+// At the end of a run on a device, however it ends, what the device keeps
+// for reuse goes back (backend/vae_device.hpp release_cached).
+struct ReleaseOnExit {
+  VaeDevice* device;
+  ~ReleaseOnExit() {
+    if (device) device->release_cached();
+  }
+};
+
 // Frame t of a [1, C, T, H, W] tensor as a channels-last frame.
 Frame frame_of(const float* tensor, int64_t C, int64_t T, int64_t H, int64_t W, int64_t t) {
   Frame f = Frame::zeros(H, W, C);
@@ -89,6 +98,7 @@ void WanVae::decode(const float* latent, const std::vector<int64_t>& shape, cons
   check_device_arithmetic(options, "decoding");
   FrameTap host_tap;
   const FrameTap* tap = tap_for(options, host_tap);
+  const ReleaseOnExit release{options.device};  // declared first: runs after the decoder's frames are gone
   Decoder decoder = decoder_;  // fresh histories, shared weights
   int64_t next_frame = 0;
   const int64_t expected_frames = config_.pixel_frames(T);
@@ -115,10 +125,6 @@ void WanVae::decode(const float* latent, const std::vector<int64_t>& shape, cons
   if (next_frame != expected_frames)
     throw Error("vae", "internal: decoded " + std::to_string(next_frame) + " frames, expected " +
                            std::to_string(expected_frames));
-  if (options.device) {
-    decoder = Decoder{};  // the histories go back to the device's pool, which is then released
-    options.device->release_cached();
-  }
 }
 
 void WanVae::check_device_arithmetic(const RunOptions& options, const char* what) const {
@@ -170,6 +176,7 @@ EncodeResult WanVae::encode(const float* pixels, const std::vector<int64_t>& sha
   check_device_arithmetic(options, "encoding");
   FrameTap host_tap;
   const FrameTap* tap = tap_for(options, host_tap);
+  const ReleaseOnExit release{options.device};  // declared first: runs after the encoder's frames are gone
   Encoder encoder = encoder_;
   int64_t t_out = 0;
   for (int64_t t = 0; t < F; ++t) {
@@ -188,10 +195,6 @@ EncodeResult WanVae::encode(const float* pixels, const std::vector<int64_t>& sha
       ++t_out;
       if (options.progress) options.progress(t_out, T);
     }, tap);
-  }
-  if (options.device) {
-    encoder = Encoder{};
-    options.device->release_cached();
   }
   if (t_out != T) throw Error("vae", "internal: encoded " + std::to_string(t_out) + " latent frames, expected " + std::to_string(T));
   check_finite(out.mu.data(), int64_t(out.mu.size()), "encoded mean");
