@@ -30,9 +30,9 @@
 // Code hooks (forced-code tests) and input observers (calibration) see host
 // copies of the codes / inputs, as on the CPU.
 #include <cstring>
-#include <unordered_map>
 
 #include "backend/backend.hpp"
+#include "backend/cuda_buffers.hpp"
 #include "core/dtype.hpp"
 #include "kernels/cuda/cuda_device.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
@@ -72,16 +72,8 @@ struct LinearOnDevice final : LinearBackendState {
   const float* weight_scale() const { return scales.as<float>() + 1; }
 };
 
-// A buffer that only grows; its contents are not kept when it does.
-template <class T>
-T* grown(cuda::DeviceBuffer& buffer, int64_t count) {
-  const std::size_t bytes = std::size_t(count) * sizeof(T);
-  if (buffer.bytes() < bytes) {
-    buffer = cuda::DeviceBuffer();  // free first
-    buffer = cuda::DeviceBuffer(bytes);
-  }
-  return buffer.as<T>();
-}
+using cuda_buffers::grown;
+using cuda_buffers::uploaded;
 
 class CudaBackend final : public Backend {
  public:
@@ -104,19 +96,8 @@ class CudaBackend final : public Backend {
   }
   void copy(void* dst, const void* src, std::size_t bytes) override { cuda::copy_device(dst, src, bytes, stream()); }
 
-  // Keyed by the host pointer and checked against a copy of the values: a
-  // vector freed with one model may be reallocated at the same address for
-  // the next, and must not read the old values.
   const float* resident(const std::vector<float>& host) override {
-    if (host.empty()) return nullptr;
-    Resident& r = resident_[host.data()];
-    const std::size_t bytes = host.size() * sizeof(float);
-    if (r.values.size() != host.size() || std::memcmp(r.values.data(), host.data(), bytes) != 0) {
-      r.buffer = cuda::DeviceBuffer(bytes);
-      upload(r.buffer.data(), host.data(), bytes);
-      r.values = host;
-    }
-    return r.buffer.as<float>();
+    return resident_.get(host.data(), host.size(), stream());
   }
 
   std::size_t memory_held() const override { return cuda::allocated_bytes(); }
@@ -220,10 +201,6 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  struct Resident {
-    std::vector<float> values;
-    cuda::DeviceBuffer buffer;
-  };
 
   cuda::StreamHandle stream() const { return stream_.get(); }
   // f32_weight: the caller takes float32 weights too (linear_rows_f32).
@@ -236,7 +213,7 @@ class CudaBackend final : public Backend {
   cuda::DeviceInfo info_;
   cuda::Stream stream_;
   cuda::GemmRunner runner_;
-  std::unordered_map<const float*, Resident> resident_;
+  cuda_buffers::ResidentConstants resident_;
   cuda::DeviceBuffer codes_;    // [M, in] E4M3 activation codes of the current W8A8 group
   cuda::DeviceBuffer decoded_;  // [out, in] bf16 Ŵ of the current uncached W8A16 Linear
   cuda::DeviceBuffer flag_;     // all_finite's answer
@@ -253,17 +230,14 @@ const LinearOnDevice& CudaBackend::on_device(const Linear& l, bool f32_weight) {
     if (const auto* d = dynamic_cast<const LinearOnDevice*>(state.get())) return *d;
   }
   auto d = std::make_shared<LinearOnDevice>();
-  d->weight = cuda::DeviceBuffer(w.nbytes);
-  upload(d->weight.data(), w.data, w.nbytes);
+  d->weight = uploaded(w.data, w.nbytes, stream());
   if (const auto& bias = l.bias()) {
-    d->bias = cuda::DeviceBuffer(bias->nbytes);
-    upload(d->bias.data(), bias->data, bias->nbytes);
+    d->bias = uploaded(bias->data, bias->nbytes, stream());
     d->gemm_bias = {bias->dtype == DType::F32 ? BiasType::F32 : BiasType::BF16, d->bias.data()};
   }
   if (l.is_fp8()) {
     const float scales[2] = {l.input_scale(), l.weight_scale()};
-    d->scales = cuda::DeviceBuffer(sizeof scales);
-    upload(d->scales.data(), scales, sizeof scales);
+    d->scales = uploaded(scales, sizeof scales, stream());
     if (l.weight_cache() == WeightCache::All) {
       const int64_t count = l.out_features() * l.in_features();
       d->decoded = cuda::DeviceBuffer(std::size_t(count) * sizeof(uint16_t));

@@ -13,9 +13,9 @@
 // runs in blocks of query rows whose scores fit the same chunk size.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <map>
 
+#include "backend/cuda_buffers.hpp"
 #include "backend/vae_device.hpp"
 #include "core/numerics.hpp"
 #include "kernels/cuda/cuda_device.hpp"
@@ -77,18 +77,11 @@ class VaeDeviceMemory final : public BackendBuffer {
   cuda::DeviceBuffer buffer_;
 };
 
+using cuda_buffers::grown;
+using cuda_buffers::uploaded;
+
 [[noreturn]] void fail_on_device(const std::string& what) { throw Error("vae", "device: " + what); }
 
-// A buffer that only grows; its contents are not kept when it does.
-template <class T>
-T* grown_buffer(cuda::DeviceBuffer& buffer, std::size_t count) {
-  const std::size_t bytes = count * sizeof(T);
-  if (buffer.bytes() < bytes) {
-    buffer = cuda::DeviceBuffer();  // free first
-    buffer = cuda::DeviceBuffer(bytes);
-  }
-  return buffer.as<T>();
-}
 
 struct WeightsOnDevice {
   std::weak_ptr<const kernels::ConvWeights> source;
@@ -96,10 +89,6 @@ struct WeightsOnDevice {
   cuda::DeviceBuffer bias;    // [c_out] float32
 };
 
-struct GammaOnDevice {
-  std::vector<float> values;
-  cuda::DeviceBuffer buffer;
-};
 
 class CudaVaeDevice final : public VaeDevice {
  public:
@@ -130,8 +119,8 @@ class CudaVaeDevice final : public VaeDevice {
 
   void conv3d(const std::shared_ptr<const kernels::ConvWeights>& weights, const kernels::Conv3dArgs& args) override;
   void channel_rms_norm(const kernels::ChannelNormArgs& a) override {
-    cuda::channel_rms_norm(a.x, a.positions, a.channels, gamma_on_device(a.gamma, a.channels), a.scale, a.silu,
-                           a.y_type == FrameElement::BF16, a.y, stream());
+    cuda::channel_rms_norm(a.x, a.positions, a.channels, gammas_.get(a.gamma, std::size_t(a.channels), stream()),
+                           a.scale, a.silu, a.y_type == FrameElement::BF16, a.y, stream());
   }
   void round_to_bf16(const float* x, int64_t count, uint16_t* y) override { cuda::round_to_bf16(x, count, y, stream()); }
   void widen_bf16(const uint16_t* x, int64_t count, float* y) override { cuda::widen_bf16(x, count, y, stream()); }
@@ -168,16 +157,7 @@ class CudaVaeDevice final : public VaeDevice {
 
  private:
   cuda::StreamHandle stream() const { return stream_.get(); }
-  // A device copy made on this stream: DeviceBuffer::from_host copies on the
-  // legacy default stream, which this non-blocking stream does not wait for.
-  template <class T>
-  cuda::DeviceBuffer uploaded(const std::vector<T>& host) {
-    cuda::DeviceBuffer buffer(host.size() * sizeof(T));
-    upload(buffer.data(), host.data(), buffer.bytes());
-    return buffer;
-  }
   const WeightsOnDevice& on_device(const std::shared_ptr<const kernels::ConvWeights>& weights);
-  const float* gamma_on_device(const float* host, int64_t channels);
 
   cuda::Stream stream_;
   cuda::GemmRunner runner_;
@@ -185,7 +165,7 @@ class CudaVaeDevice final : public VaeDevice {
   cuda::DeviceBuffer taps_, scores_, qkv_split_;
   std::size_t chunk_bytes_ = kVaeDeviceChunkBytes;
   std::map<const kernels::ConvWeights*, WeightsOnDevice> weights_;
-  std::map<const float*, GammaOnDevice> gammas_;
+  cuda_buffers::ResidentConstants gammas_;
 };
 
 const WeightsOnDevice& CudaVaeDevice::on_device(const std::shared_ptr<const kernels::ConvWeights>& weights) {
@@ -207,20 +187,10 @@ const WeightsOnDevice& CudaVaeDevice::on_device(const std::shared_ptr<const kern
             host[std::size_t((o * taps + tap) * w.c_in + i)] =
                 float_to_bf16_rne(kernels::packed_conv_weight(w, o, i, a, b, c));
         }
-  d.weight = uploaded(host);
-  d.bias = uploaded(w.bias);
+  d.weight = uploaded(host.data(), host.size() * sizeof(uint16_t), stream());
+  d.bias = uploaded(w.bias.data(), w.bias.size() * sizeof(float), stream());
   d.source = weights;
   return d;
-}
-
-const float* CudaVaeDevice::gamma_on_device(const float* host, int64_t channels) {
-  GammaOnDevice& g = gammas_[host];
-  const std::size_t bytes = std::size_t(channels) * sizeof(float);
-  if (g.values.size() != std::size_t(channels) || std::memcmp(g.values.data(), host, bytes) != 0) {
-    g.values.assign(host, host + channels);
-    g.buffer = uploaded(g.values);
-  }
-  return g.buffer.as<float>();
 }
 
 void CudaVaeDevice::conv3d(const std::shared_ptr<const kernels::ConvWeights>& weights, const kernels::Conv3dArgs& a) {
@@ -249,7 +219,7 @@ void CudaVaeDevice::conv3d(const std::shared_ptr<const kernels::ConvWeights>& we
     // Chunks of whole 16-row multiples keep every chunk's rows 16-byte aligned.
     const int64_t fit = int64_t(chunk_bytes_ / (std::size_t(K) * sizeof(uint16_t)));
     const int64_t chunk = std::min(rows, std::max<int64_t>(16, fit / 16 * 16));
-    uint16_t* gathered = grown_buffer<uint16_t>(taps_, std::size_t(chunk * K));
+    uint16_t* gathered = grown<uint16_t>(taps_, chunk * K);
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t n = std::min(chunk, rows - r0);
       cuda::conv_gather_taps_bf16(frames, g, r0, n, gathered, stream());
@@ -261,12 +231,12 @@ void CudaVaeDevice::conv3d(const std::shared_ptr<const kernels::ConvWeights>& we
 
 void CudaVaeDevice::attention(const float* qkv, int64_t P, int64_t C, float* out) {
   if (P < 1 || C < 1) fail_on_device("attention needs positive sizes");
-  float* split = grown_buffer<float>(qkv_split_, std::size_t(3 * P * C));
+  float* split = grown<float>(qkv_split_, 3 * P * C);
   float *q = split, *k = split + P * C, *vt = split + 2 * P * C;
   cuda::split_qkv(qkv, P, C, q, k, vt, stream());
   const int64_t fit = int64_t(chunk_bytes_ / (std::size_t(P) * sizeof(float)));
   const int64_t block = std::min(P, std::max<int64_t>(16, fit / 16 * 16));
-  float* scores = grown_buffer<float>(scores_, std::size_t(block * P));
+  float* scores = grown<float>(scores_, block * P);
   const float scale = float(1.0 / std::sqrt(double(C)));  // as vae/layers.cpp
   for (int64_t q0 = 0; q0 < P; q0 += block) {
     const int64_t rows = std::min(block, P - q0);

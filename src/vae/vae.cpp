@@ -30,6 +30,13 @@ void check_cancel(const RunOptions& options, int64_t done, int64_t total, const 
                            std::to_string(total) + "; nothing was written");
 }
 
+// A VAE device's scratch beyond frames for a mid block of `positions` ×
+// `width`: a chunk of gathered convolution rows, a block of attention
+// scores, and the attention's q, k, vᵀ.
+std::size_t device_scratch_bytes(int64_t positions, int64_t width) {
+  return 2 * kVaeDeviceChunkBytes + std::size_t(3 * positions * width) * sizeof(float);
+}
+
 // At the end of a run on a device, however it ends, what the device keeps
 // for reuse goes back (backend/vae_device.hpp release_cached).
 struct ReleaseOnExit {
@@ -221,17 +228,14 @@ MemoryEstimate WanVae::estimate_decode(int64_t latent_frames, int64_t h, int64_t
 
 MemoryEstimate WanVae::estimate_decode_on_device(int64_t latent_frames, int64_t h, int64_t w) const {
   MemoryEstimate e = estimate_decode(latent_frames, h, w, false);
-  // The device's scratch: a chunk of gathered convolution rows, a block of
-  // attention scores, and q, k, vᵀ of the mid block's attention.
-  const int64_t mid_width = config_.decoder_widths().front();
-  e.working += 2 * kVaeDeviceChunkBytes + std::size_t(3 * h * w * mid_width) * sizeof(float);
+  e.working += device_scratch_bytes(h * w, config_.decoder_widths().front());
   return e;
 }
 
 MemoryEstimate WanVae::estimate_encode_on_device(int64_t frames, int64_t H, int64_t W) const {
   MemoryEstimate e = estimate_encode(frames, H, W);
-  const int64_t sf = config_.spatial_factor(), mid_width = config_.encoder_widths().back();
-  e.working += 2 * kVaeDeviceChunkBytes + std::size_t(3 * (H / sf) * (W / sf) * mid_width) * sizeof(float);
+  const int64_t sf = config_.spatial_factor();
+  e.working += device_scratch_bytes((H / sf) * (W / sf), config_.encoder_widths().back());
   return e;
 }
 
