@@ -167,6 +167,9 @@ dependencies() {
     if [[ "$target" == /* && -e "$deps/prefix$target" ]]; then ln -sfn "$deps/prefix$target" "$link"; fi
   done < <(find "$deps/prefix" -type l)
   prefix_path="$deps/prefix/usr"
+  # Debian's multiarch headers (openssl/opensslconf.h lives there), which
+  # CMake does not add under a prefix; CPATH reaches g++ and nvcc's host pass.
+  export CPATH="$deps/prefix/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}"
   export LD_LIBRARY_PATH="$deps/prefix/usr/lib/x86_64-linux-gnu:$deps/prefix/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # pkg-config modules (oniguruma, utf8proc) from the prefix only; their
   # .pc files say /usr, which the sysroot maps into the prefix.

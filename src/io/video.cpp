@@ -342,39 +342,20 @@ Image8 read_video_frame(const std::string& path, int64_t index) {
 }
 
 // ---------------------------------------------------------------- images
-Image8 resize_and_center_crop(const Image8& image, int width, int height) {
-  if (width < 1 || height < 1 || image.width < 1 || image.height < 1)
-    throw Error("video", "resize: sizes must be positive");
-  Image8 rgb = image;
-  if (image.channels == 1) {
-    rgb.channels = 3;
-    rgb.pixels.resize(image.pixels.size() * 3);
-    for (std::size_t i = 0; i < image.pixels.size(); ++i)
-      rgb.pixels[3 * i] = rgb.pixels[3 * i + 1] = rgb.pixels[3 * i + 2] = image.pixels[i];
-  }
-  // The largest centred window of the target's aspect ratio.
-  int crop_w = rgb.width, crop_h = rgb.height;
-  if (int64_t(rgb.width) * height > int64_t(rgb.height) * width) {
-    crop_w = int(std::lround(double(rgb.height) * width / height));
-  } else {
-    crop_h = int(std::lround(double(rgb.width) * height / width));
-  }
-  crop_w = std::max(1, crop_w);
-  crop_h = std::max(1, crop_h);
-  const int x0 = (rgb.width - crop_w) / 2, y0 = (rgb.height - crop_h) / 2;
-  ScalerPtr scaler(sws_getContext(crop_w, crop_h, AV_PIX_FMT_RGB24, width, height, AV_PIX_FMT_RGB24, SWS_BICUBIC,
-                                  nullptr, nullptr, nullptr));
+Image8 scale_rgb24(const uint8_t* pixels, int stride, int width, int height, int out_width, int out_height) {
+  ScalerPtr scaler(sws_getContext(width, height, AV_PIX_FMT_RGB24, out_width, out_height, AV_PIX_FMT_RGB24,
+                                  SWS_BICUBIC, nullptr, nullptr, nullptr));
   if (!scaler) throw Error("video", "resize: cannot create the scaler");
   Image8 out;
-  out.width = width;
-  out.height = height;
+  out.width = out_width;
+  out.height = out_height;
   out.channels = 3;
-  out.pixels.resize(std::size_t(width) * height * 3);
-  const uint8_t* source[1] = {rgb.pixels.data() + (std::size_t(y0) * rgb.width + x0) * 3};
-  const int source_stride[1] = {rgb.width * 3};
+  out.pixels.resize(std::size_t(out_width) * out_height * 3);
+  const uint8_t* source[1] = {pixels};
+  const int source_stride[1] = {stride};
   uint8_t* target[1] = {out.pixels.data()};
-  const int target_stride[1] = {width * 3};
-  sws_scale(scaler.get(), source, source_stride, 0, crop_h, target, target_stride);
+  const int target_stride[1] = {out_width * 3};
+  sws_scale(scaler.get(), source, source_stride, 0, height, target, target_stride);
   return out;
 }
 

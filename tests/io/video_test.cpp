@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <utility>
 
 #include "common/error_of.hpp"
 #include "common/temp_dir.hpp"
@@ -130,6 +131,23 @@ TEST_F(Video, ConditioningImageIsScaledToCoverThenCentreCropped) {
   EXPECT_LT(at(4, 24)[2], 15);
   EXPECT_LT(at(43, 24)[0], 15);
   EXPECT_GT(at(43, 24)[2], 240);
+}
+
+// resize_and_center_crop returns a picture of the request's size as it is,
+// in builds without FFmpeg too: that is what the bicubic scaler gives.
+TEST_F(Video, TheScalerAtEqualSizesIsTheIdentity) {
+  for (const auto& [w, h] : {std::pair{17, 9}, std::pair{48, 32}, std::pair{83, 45}}) {
+    Image8 noise;
+    noise.width = w;
+    noise.height = h;
+    noise.channels = 3;
+    uint32_t state = uint32_t(w * 131 + h);
+    for (int i = 0; i < w * h * 3; ++i) {
+      state = state * 1664525u + 1013904223u;
+      noise.pixels.push_back(uint8_t(state >> 24));
+    }
+    EXPECT_EQ(scale_rgb24(noise.pixels.data(), w * 3, w, h, w, h).pixels, noise.pixels) << w << "x" << h;
+  }
 }
 
 TEST_F(Video, PngInputIsReadAsRgb) {

@@ -4,8 +4,9 @@
 # below 9.0, or a build without CUDA), each is refused with exit 2 and one
 # line naming what is missing, before anything is written. Where a GPU is
 # usable, a bf16 forward runs, a generation on a model with vae/ decodes its
-# picture on the GPU, `vae decode` and `vae encode` run there, and float32
-# activations are refused with one line.
+# picture on the GPU, image-to-video encodes its picture there, `vae decode`
+# and `vae encode` run there, and float32 activations are refused with one
+# line.
 # $1 = stepmix binary, $2 = tests/data.
 set -u
 source "$(dirname "$0")/lib.sh" "$@"
@@ -55,7 +56,18 @@ if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/e
   "$bin" generate --model "$data/vae-model" --prompt-ids 5,9,13 --steps 2 --height 32 --width 48 --out "$tmp/x.png" \
     --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err" || fail "generate with vae/ on cuda: $(cat "$tmp/err")"
   [[ -s $tmp/x.png ]] || fail "generate with vae/ on cuda wrote no picture"
-  rm -f "$tmp/x.png"
+  # Image-to-video on the GPU: that picture (already 48x32, so no FFmpeg is
+  # needed to fit it) is encoded there and conditions frame 0.
+  i2v=(generate --model "$data/vae-model" --prompt-ids 5,9,13 --steps 2 --height 32 --width 48 --frames 5
+    --device cuda --activations bf16)
+  checks=$((checks + 1))
+  "$bin" "${i2v[@]}" --image "$tmp/x.png" --frames-dir "$tmp/i2v" --save-latents "$tmp/i2v.safetensors" \
+    >"$tmp/out" 2>"$tmp/err" || fail "image-to-video on cuda: $(cat "$tmp/err")"
+  [[ -s $tmp/i2v/frame_00004.png && ! -e $tmp/i2v/frame_00005.png ]] || fail "image-to-video on cuda: not 5 frames"
+  "$bin" "${i2v[@]}" --save-latents "$tmp/t2v.safetensors" >"$tmp/out" 2>"$tmp/err" ||
+    fail "text-to-video on cuda: $(cat "$tmp/err")"
+  cmp -s "$tmp/i2v.safetensors" "$tmp/t2v.safetensors" && fail "image-to-video on cuda: the picture changed nothing"
+  rm -rf "$tmp/x.png" "$tmp/i2v" "$tmp/i2v.safetensors" "$tmp/t2v.safetensors"
 else
   echo "device: no usable GPU: $(cat "$tmp/err")"
   expect_missing forward "$bin" "${forward[@]}" --device cuda --activations bf16
