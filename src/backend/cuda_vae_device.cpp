@@ -68,7 +68,12 @@ class FramePool {
 class VaeDeviceMemory final : public BackendBuffer {
  public:
   VaeDeviceMemory(FramePool& pool, std::size_t bytes) : pool_(pool), buffer_(pool.take(bytes)) {}
-  ~VaeDeviceMemory() override { pool_.give_back(std::move(buffer_)); }
+  ~VaeDeviceMemory() override {
+    try {
+      pool_.give_back(std::move(buffer_));
+    } catch (...) {  // the pool could not grow its index: the buffer is freed instead
+    }
+  }
   void* data() const override { return buffer_.data(); }
   std::size_t bytes() const override { return buffer_.bytes(); }
 
@@ -91,6 +96,20 @@ struct WeightsOnDevice {
 
 
 class CudaVaeDevice final : public VaeDevice {
+  // (Before its first use: its return type is deduced.)
+  // The fit checks count pooled frames as free, so an allocation that fails
+  // while the pool holds some is tried once more after the pool is emptied.
+  template <class Allocate>
+  auto with_pool_released(Allocate&& allocate) {
+    try {
+      return allocate();
+    } catch (const Error&) {
+      if (pool_.pooled_bytes() == 0) throw;
+      pool_.release();
+      return allocate();
+    }
+  }
+
  public:
   CudaVaeDevice() = default;
 
@@ -109,6 +128,7 @@ class CudaVaeDevice final : public VaeDevice {
     taps_ = cuda::DeviceBuffer();
     scores_ = cuda::DeviceBuffer();
     qkv_split_ = cuda::DeviceBuffer();
+    gammas_ = {};  // keyed by host address: each decode's copy of the model has new ones
     std::erase_if(weights_, [](const auto& entry) { return entry.second.source.expired(); });
   }
   std::size_t scratch_bytes() const override {
@@ -119,8 +139,10 @@ class CudaVaeDevice final : public VaeDevice {
 
   void conv3d(const std::shared_ptr<const kernels::ConvWeights>& weights, const kernels::Conv3dArgs& args) override;
   void channel_rms_norm(const kernels::ChannelNormArgs& a) override {
-    cuda::channel_rms_norm(a.x, a.positions, a.channels, gammas_.get(a.gamma, std::size_t(a.channels), stream()),
-                           a.scale, a.silu, a.y_type == FrameElement::BF16, a.y, stream());
+    const float* gamma =
+        with_pool_released([&] { return gammas_.get(a.gamma, std::size_t(a.channels), stream()); });
+    cuda::channel_rms_norm(a.x, a.positions, a.channels, gamma, a.scale, a.silu, a.y_type == FrameElement::BF16, a.y,
+                           stream());
   }
   void round_to_bf16(const float* x, int64_t count, uint16_t* y) override { cuda::round_to_bf16(x, count, y, stream()); }
   void widen_bf16(const uint16_t* x, int64_t count, float* y) override { cuda::widen_bf16(x, count, y, stream()); }
@@ -187,8 +209,8 @@ const WeightsOnDevice& CudaVaeDevice::on_device(const std::shared_ptr<const kern
             host[std::size_t((o * taps + tap) * w.c_in + i)] =
                 float_to_bf16_rne(kernels::packed_conv_weight(w, o, i, a, b, c));
         }
-  d.weight = uploaded(host.data(), host.size() * sizeof(uint16_t), stream());
-  d.bias = uploaded(w.bias.data(), w.bias.size() * sizeof(float), stream());
+  d.weight = with_pool_released([&] { return uploaded(host.data(), host.size() * sizeof(uint16_t), stream()); });
+  d.bias = with_pool_released([&] { return uploaded(w.bias.data(), w.bias.size() * sizeof(float), stream()); });
   d.source = weights;
   return d;
 }
@@ -219,7 +241,7 @@ void CudaVaeDevice::conv3d(const std::shared_ptr<const kernels::ConvWeights>& we
     // Chunks of whole 16-row multiples keep every chunk's rows 16-byte aligned.
     const int64_t fit = int64_t(chunk_bytes_ / (std::size_t(K) * sizeof(uint16_t)));
     const int64_t chunk = std::min(rows, std::max<int64_t>(16, fit / 16 * 16));
-    uint16_t* gathered = grown<uint16_t>(taps_, chunk * K);
+    uint16_t* gathered = with_pool_released([&] { return grown<uint16_t>(taps_, chunk * K); });
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t n = std::min(chunk, rows - r0);
       cuda::conv_gather_taps_bf16(frames, g, r0, n, gathered, stream());
@@ -231,12 +253,12 @@ void CudaVaeDevice::conv3d(const std::shared_ptr<const kernels::ConvWeights>& we
 
 void CudaVaeDevice::attention(const float* qkv, int64_t P, int64_t C, float* out) {
   if (P < 1 || C < 1) fail_on_device("attention needs positive sizes");
-  float* split = grown<float>(qkv_split_, 3 * P * C);
+  float* split = with_pool_released([&] { return grown<float>(qkv_split_, 3 * P * C); });
   float *q = split, *k = split + P * C, *vt = split + 2 * P * C;
   cuda::split_qkv(qkv, P, C, q, k, vt, stream());
   const int64_t fit = int64_t(chunk_bytes_ / (std::size_t(P) * sizeof(float)));
   const int64_t block = std::min(P, std::max<int64_t>(16, fit / 16 * 16));
-  float* scores = grown<float>(scores_, block * P);
+  float* scores = with_pool_released([&] { return grown<float>(scores_, block * P); });
   const float scale = float(1.0 / std::sqrt(double(C)));  // as vae/layers.cpp
   for (int64_t q0 = 0; q0 < P; q0 += block) {
     const int64_t rows = std::min(block, P - q0);

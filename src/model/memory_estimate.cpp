@@ -14,6 +14,17 @@ constexpr std::size_t kGemmWorkspaceBytes = std::size_t(32) << 20;
 
 std::size_t bytes_of(int64_t count, std::size_t element) { return std::size_t(count) * element; }
 
+// A Linear with a float32 bias multiplies into a float32 scratch of whole
+// 16-row chunks of at most 256 MiB, then adds the bias as it rounds
+// (cuda::GemmRunner's float32-bias path): the scratch of `rows` rows.
+std::size_t f32_bias_scratch_bytes(const Linear& l, int64_t rows) {
+  if (!l.bias() || l.bias()->dtype != DType::F32 || rows < 1) return 0;
+  constexpr std::size_t kScratchBytes = std::size_t(256) << 20;
+  const int64_t N = l.out_features();
+  const int64_t chunk = std::max<int64_t>(16, int64_t(kScratchBytes / (std::size_t(N) * sizeof(float))) / 16 * 16);
+  return bytes_of(std::min(chunk, rows) * N, 4);
+}
+
 // A Linear's weight and bias as stored: its device copy.
 std::size_t stored_bytes(const Linear& l) { return l.weight().nbytes + (l.bias() ? l.bias()->nbytes : 0); }
 
@@ -120,6 +131,11 @@ DeviceMemoryEstimate estimate_run_memory(const Cosmos3Transformer& transformer, 
   e.scratch += bytes_of(rows * max_in, 1);               // E4M3 activation codes
   if (uncached_fp8) e.scratch += bytes_of(max_weight, 2);  // one transient bf16 Ŵ
   e.scratch += bytes_of(latent_buffers * grid.channels * grid.frames * grid.height * grid.width, 4);
+  std::size_t f32_bias = 0;
+  transformer.for_each_governed_linear(
+      [&](const Linear& l) { f32_bias = std::max(f32_bias, f32_bias_scratch_bytes(l, rows)); });
+  for (const Linear* l : {&w.proj_in, &w.proj_out}) f32_bias = std::max(f32_bias, f32_bias_scratch_bytes(*l, rows));
+  e.scratch += f32_bias;
   return e;
 }
 

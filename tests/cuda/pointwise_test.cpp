@@ -4,7 +4,8 @@
 // included); RMSNorm and the per-head norm sum squares in float64 in another
 // order, so a row's float32 mean may differ in its last bit: every output
 // within one bf16 step and at least 99.9% identical; SiLU's exp is float64
-// rounded to float32 against glibc's expf, same allowance. The norm inputs
+// rounded to float32 against glibc's expf, same allowance in bf16 (two
+// float32 ulps in float32, below). The norm inputs
 // span 2^-20..2^20 so that float32 sums could not be mistaken for float64.
 #include <gtest/gtest.h>
 
@@ -105,8 +106,11 @@ TEST_F(CudaPointwise, SiluGateMatchesTheCpuTwin) {
 }
 
 // The timestep MLP's float32 SiLU against kernels::ref::silu: the same
-// division and addition, exp as above, so every output within one float32
-// ulp and at least 99.9% identical.
+// division and addition; exp is float64 exp rounded once, which is glibc's
+// expf except where glibc's (not correctly rounded, < 0.502 ulp) result is
+// the other float: 74 of these 101,009 inputs, measured on the CPU. The one
+// ulp of exp survives 1 + e and the division can round it to two, at 5 of
+// them, so: within two float32 ulps and at least 99.9% identical (99.955%).
 TEST_F(CudaPointwise, SiluF32MatchesTheCpuTwin) {
   std::vector<float> x = normal_floats(100003, 53, 4.0f);
   for (float v : wide_floats(1000, 54)) x.push_back(v);
@@ -119,7 +123,7 @@ TEST_F(CudaPointwise, SiluF32MatchesTheCpuTwin) {
   std::size_t exact = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const int64_t ulps = std::abs(int64_t(float_bits(got[i])) - int64_t(float_bits(twin[i])));
-    ASSERT_LE(ulps, 1) << "x = " << x[i] << ": " << got[i] << " vs " << twin[i];
+    ASSERT_LE(ulps, 2) << "x = " << x[i] << ": " << got[i] << " vs " << twin[i];
     exact += ulps == 0;
   }
   EXPECT_GE(double(exact) / double(x.size()), 0.999);
@@ -186,6 +190,20 @@ TEST_F(CudaPointwise, RoundToBf16IsBitExactIncludingTiesAndNaN) {
     const auto got = to_host<uint16_t>(out, x.size());
     for (size_t i = size_t(offset); i < x.size(); ++i) ASSERT_EQ(got[i], twin[i]) << "x bits 0x" << std::hex << float_bits(x[i]);
   }
+}
+
+// A null pointer is an error at the call, not an illegal address at the next
+// synchronisation.
+TEST_F(CudaPointwise, NullPointersAreRefusedAtTheCall) {
+  cuda::DeviceBuffer buffer = poisoned<float>(16);
+  float* f = buffer.as<float>();
+  uint16_t* h = reinterpret_cast<uint16_t*>(f);
+  EXPECT_THROW(cuda::silu_gate_bf16(nullptr, h, 8, h, nullptr), Error);
+  EXPECT_THROW(cuda::relu_squared_bf16(nullptr, 8, nullptr), Error);
+  EXPECT_THROW(cuda::add_bf16_to_f32(f, nullptr, 8, nullptr), Error);
+  EXPECT_THROW(cuda::widen_bf16(h, 8, nullptr, nullptr), Error);
+  EXPECT_THROW(cuda::round_to_bf16(nullptr, 8, h, nullptr), Error);
+  cuda::round_to_bf16(nullptr, 0, nullptr, nullptr);  // nothing to do: no pointer needed
 }
 
 }  // namespace

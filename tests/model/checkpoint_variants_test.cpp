@@ -4,11 +4,16 @@
 // for wrong tensors, wrong precisions and wrong inputs.
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "core/numerics.hpp"
+#include "model/memory_estimate.hpp"
 #include "model_test_util.hpp"
 #include "stepmix/error.hpp"
 
@@ -126,6 +131,47 @@ TEST(CheckpointVariants, Relu2ModelNeedsNoGateProj) {
   for (float x : v.data) ASSERT_TRUE(std::isfinite(x));
   Cosmos3Transformer silu = load_tiny("transformer");
   EXPECT_NE(v.data, dense_velocity(silu, "video").data);
+}
+
+// Float32 biases (the goldens store bf16): the CUDA backend multiplies such
+// a Linear into a float32 scratch before it adds the bias, and the up-front
+// memory estimate counts the largest such scratch (all rows fit in one chunk
+// here); the biases themselves are twice the bytes.
+TEST(CheckpointVariants, Float32BiasesAddTheirGemmScratchToTheMemoryEstimate) {
+  int64_t bias_values = 0;
+  const std::string dir = write_edited_copy("f32_bias", [&](std::vector<TensorToWrite>& tensors) {
+    for (TensorToWrite& t : tensors) {
+      if (t.dtype != DType::BF16 || !t.name.ends_with(".bias")) continue;
+      std::vector<float> widened(t.bytes.size() / 2);
+      for (std::size_t i = 0; i < widened.size(); ++i) {
+        uint16_t h;
+        std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+        widened[i] = bf16_to_float(h);
+      }
+      t = make_tensor_f32(t.name, t.shape, widened);
+      bias_values += int64_t(widened.size());
+    }
+  });
+  ASSERT_GT(bias_values, 0);
+  Cosmos3Transformer f32 = Cosmos3Transformer::load(ModelDirectory::open(dir));
+  Cosmos3Transformer bf16 = load_tiny("transformer");
+  const ForwardInputs in = read_forward_inputs(*open_forward_case("video"));
+  const PatchGrid grid = resolve_forward_geometry(in, bf16.config()).grid;
+  const std::array<int64_t, 2> prompts{20, 12};
+  const DeviceMemoryEstimate a = estimate_run_memory(bf16, prompts, grid, grid.tokens(), ActivationDType::BF16);
+  const DeviceMemoryEstimate b = estimate_run_memory(f32, prompts, grid, grid.tokens(), ActivationDType::BF16);
+  int64_t widest = 0;
+  const auto widest_biased = [&](const Linear& l) {
+    if (l.bias()) widest = std::max(widest, l.out_features());
+  };
+  f32.for_each_governed_linear(widest_biased);
+  widest_biased(f32.weights().proj_in);
+  widest_biased(f32.weights().proj_out);
+  ASSERT_GT(widest, 0);
+  const int64_t rows = std::max<int64_t>(20, grid.tokens());
+  EXPECT_EQ(b.scratch - a.scratch, std::size_t(rows * widest * 4));
+  EXPECT_EQ(b.weights - a.weights, std::size_t(2 * bias_values));
+  EXPECT_EQ(b.understanding_kv, a.understanding_kv);
 }
 
 TEST(CheckpointVariants, UndKeyNormForGenReplacesTextQkNorms) {

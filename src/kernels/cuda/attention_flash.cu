@@ -326,8 +326,14 @@ void launch_flash(const AttentionProblem& p, const uint16_t* q, const uint16_t* 
                   StreamHandle stream) {
   using Shape = FlashShape<D, kWarps, kTilesPerWarp>;
   auto kernel = flash_attention_kernel<D, kWarps, kTilesPerWarp>;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSharedBytes),
-             "cudaFuncSetAttribute(flash attention shared memory)");
+  // Once per instantiation (stepmix uses device 0 only); a failure is thrown
+  // and tried again by the next call.
+  static const bool shared_memory_set = [&] {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSharedBytes),
+               "cudaFuncSetAttribute(flash attention shared memory)");
+    return true;
+  }();
+  (void)shared_memory_set;
   const dim3 grid(unsigned((p.q_rows + kBlockRows - 1) / kBlockRows), unsigned(p.q_heads));
   const float scale_log2 = float(1.4426950408889634 / std::sqrt(double(p.head_dim)));
   kernel<<<grid, Shape::kThreads, Shape::kSharedBytes, stream>>>(q, k, v, out, int(p.q_rows), int(p.kv_rows),

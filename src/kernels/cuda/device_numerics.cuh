@@ -54,7 +54,8 @@ __device__ __forceinline__ uint8_t quantize_e4m3_saturating(float v) {
 }
 
 // exp(x) in float64, rounded once to float32: the correctly rounded expf in
-// all but vanishingly rare cases, which is what glibc's expf returns too.
+// all but vanishingly rare cases. glibc's expf is not correctly rounded (under
+// 0.502 ulp) and returns the other neighbour for about 0.07% of normal inputs.
 __device__ __forceinline__ float exp_f32(float x) { return float(exp(double(x))); }
 
 }  // namespace stepmix::cuda::detail

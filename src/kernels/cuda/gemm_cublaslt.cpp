@@ -211,7 +211,10 @@ struct GemmRunner::Impl {
     int64_t chunk = std::max<int64_t>(16, int64_t(kScratchBytes / (std::size_t(N) * sizeof(float))) / 16 * 16);
     chunk = std::min(chunk, M);
     const std::size_t needed = std::size_t(chunk) * std::size_t(N) * sizeof(float);
-    if (f32_scratch.bytes() < needed) f32_scratch = DeviceBuffer(needed);
+    if (f32_scratch.bytes() < needed) {
+      f32_scratch = DeviceBuffer();  // free first: never both at once
+      f32_scratch = DeviceBuffer(needed);
+    }
     for (int64_t m0 = 0; m0 < M; m0 += chunk) {
       const int64_t rows = std::min(chunk, M - m0);
       const void* xm = static_cast<const uint8_t*>(x) + std::size_t(m0) * std::size_t(K) * operand_bytes;

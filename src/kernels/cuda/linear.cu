@@ -59,6 +59,10 @@ struct QuantizeBf16 {
 };
 
 __device__ __forceinline__ uint16_t decode_one(uint8_t code, float scale) {
+  // A NaN code gives the CPU's bf16 NaN: x86 multiplies keep the NaN operand
+  // (the table's quiet NaN, the code's sign), the GPU returns its canonical
+  // 0x7FFFFFFF instead.
+  if ((code & 0x7Fu) == 0x7Fu) return uint16_t((code & 0x80u) ? 0xFFC0u : 0x7FC0u);
   return float_to_bf16_rne(__fmul_rn(e4m3_to_float(code), scale));
 }
 

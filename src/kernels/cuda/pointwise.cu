@@ -254,6 +254,7 @@ void head_norm_rotary_bf16(uint16_t* x, int64_t rows, int64_t heads, int64_t hea
 }
 
 void silu_gate_bf16(const uint16_t* gate, const uint16_t* up, int64_t count, uint16_t* out, StreamHandle stream) {
+  require(count == 0 || (gate && up && out), "silu_gate_bf16", "null device pointer");
   launch_each_by_eight("silu_gate_bf16", SiluGate{gate, up, out}, count,
                      aligned(gate, 16) && aligned(up, 16) && aligned(out, 16), stream);
 }
@@ -264,10 +265,12 @@ void silu_f32(float* x, int64_t count, StreamHandle stream) {
 }
 
 void relu_squared_bf16(uint16_t* x, int64_t count, StreamHandle stream) {
+  require(count == 0 || x, "relu_squared_bf16", "null device pointer");
   launch_each_by_eight("relu_squared_bf16", ReluSquared{x}, count, aligned(x, 16), stream);
 }
 
 void add_bf16_to_f32(float* residual, const uint16_t* y, int64_t count, StreamHandle stream) {
+  require(count == 0 || (residual && y), "add_bf16_to_f32", "null device pointer");
   launch_each_by_eight("add_bf16_to_f32", AddToF32{residual, y}, count, aligned(residual, 16) && aligned(y, 16),
                      stream);
 }
@@ -280,10 +283,12 @@ void add_row_f32(float* x, int64_t rows, int64_t n, const float* row, StreamHand
 }
 
 void widen_bf16(const uint16_t* x, int64_t count, float* out, StreamHandle stream) {
+  require(count == 0 || (x && out), "widen_bf16", "null device pointer");
   launch_each_by_eight("widen_bf16", Widen{x, out}, count, aligned(x, 16) && aligned(out, 16), stream);
 }
 
 void round_to_bf16(const float* x, int64_t count, uint16_t* out, StreamHandle stream) {
+  require(count == 0 || (x && out), "round_to_bf16", "null device pointer");
   launch_each_by_eight("round_to_bf16", Round{x, out}, count, aligned(x, 16) && aligned(out, 16), stream);
 }
 

@@ -17,6 +17,18 @@ namespace {
 using namespace detail;
 
 // ---------------------------------------------------------------- convolution taps
+// frames[t] for t < 4 through constant indices: an array parameter indexed
+// at run time would be copied into every thread's local memory first.
+template <class T>
+__device__ __forceinline__ const T* frame_at(const T* const (&frames)[4], int t) {
+  switch (t) {
+    case 0: return frames[0];
+    case 1: return frames[1];
+    case 2: return frames[2];
+    default: return frames[3];
+  }
+}
+
 // One thread per (row, tap, group of V channels); V = 8 moves 16 bytes.
 template <int V>
 struct GatherTaps {
@@ -39,7 +51,7 @@ struct GatherTaps {
     const int64_t oy = p / W, ox = p % W;
     const int t = tap / (kh * kw), b = (tap / kw) % kh, c = tap % kw;
     const int64_t iy = oy * stride + b - pad_top, ix = ox * stride + c - pad_left;
-    const uint16_t* frame = frames.frame[t];
+    const uint16_t* frame = frame_at(frames.frame, t);
     uint16_t* out = a + (r * taps + tap) * c_in + g * V;
     const bool inside = frame && iy >= 0 && iy < h_in && ix >= 0 && ix < w_in;
     if constexpr (V == 8) {
@@ -158,7 +170,7 @@ struct AverageDown {
     for (int64_t j = 0; j < g; ++j) {
       const int64_t e = o * g + j, c = e / f, sub = e % f;
       const int64_t dt = sub / (fs * fs), dy = (sub / fs) % fs, dx = sub % fs;
-      const float* frame = frames.frame[dt];
+      const float* frame = frame_at(frames.frame, int(dt));
       sum = __fadd_rn(sum, frame ? frame[((oy * fs + dy) * w_in + ox * fs + dx) * c_in + c] : 0.0f);
     }
     y[i] = g == 1 ? sum : __fmul_rn(sum, inv_g);
@@ -285,6 +297,9 @@ void channel_rms_norm(const float* x, int64_t positions, int64_t channels, const
                       bool bf16_out, void* y, StreamHandle stream) {
   require(positions >= 0 && channels > 0, "channel_rms_norm", "expected positions >= 0 and channels > 0");
   require(positions == 0 || (x && gamma && y), "channel_rms_norm", "null device pointer");
+  // One warp per position and no loop: the grid (at most 2^30 blocks of 8
+  // warps) must cover them all.
+  require(positions <= (int64_t(1) << 33), "channel_rms_norm", "at most 2^33 positions");
   if (positions == 0) return;
   constexpr int threads = 256;
   channel_rms_norm_kernel<<<grid_for(positions * 32, threads, int64_t(1) << 30), threads, 0, stream>>>(
