@@ -234,18 +234,29 @@ void CudaVaeDevice::conv3d(const std::shared_ptr<const kernels::ConvWeights>& we
     cuda::gemm_bf16_to_f32(runner_, static_cast<const uint16_t*>(a.x_frames[0]), d.weight.as<uint16_t>(), rows, N, K,
                            y, stream());
   } else {
+    // The frames missing at the start of a clip (null, the oldest) add
+    // nothing: as on the host, their taps are left out of the product, which
+    // then takes the last K' columns of the weights (rows still K apart).
+    // A single-frame clip's causal 3×3×3 convolutions do a third of the work.
+    int missing = 0;
+    while (missing < w.kt - 1 && !a.x_frames[missing]) ++missing;
+    for (int t = missing; t < w.kt; ++t)
+      if (!a.x_frames[t]) missing = 0;  // a gap after a frame: gather every tap (zeros)
+    const int kt = w.kt - missing;
+    const int64_t K_used = int64_t(kt) * w.kh * w.kw * w.c_in;
     cuda::ConvFrames frames;
-    for (int t = 0; t < w.kt; ++t) frames.frame[t] = static_cast<const uint16_t*>(a.x_frames[t]);
-    const cuda::ConvGeometry g{w.kt,   w.kh,    w.kw,        w.c_in,     a.h_in, a.w_in,
+    for (int t = 0; t < kt; ++t) frames.frame[t] = static_cast<const uint16_t*>(a.x_frames[missing + t]);
+    const cuda::ConvGeometry g{kt,      w.kh,       w.kw,      w.c_in,    a.h_in, a.w_in,
                                a.w_out, a.stride_h, a.pad_top, a.pad_left};
+    const uint16_t* weight = d.weight.as<uint16_t>() + (K - K_used);
     // Chunks of whole 16-row multiples keep every chunk's rows 16-byte aligned.
-    const int64_t fit = int64_t(chunk_bytes_ / (std::size_t(K) * sizeof(uint16_t)));
+    const int64_t fit = int64_t(chunk_bytes_ / (std::size_t(K_used) * sizeof(uint16_t)));
     const int64_t chunk = std::min(rows, std::max<int64_t>(16, fit / 16 * 16));
-    uint16_t* gathered = with_pool_released([&] { return grown<uint16_t>(taps_, chunk * K); });
+    uint16_t* gathered = with_pool_released([&] { return grown<uint16_t>(taps_, chunk * K_used); });
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t n = std::min(chunk, rows - r0);
       cuda::conv_gather_taps_bf16(frames, g, r0, n, gathered, stream());
-      cuda::gemm_bf16_to_f32(runner_, gathered, d.weight.as<uint16_t>(), n, N, K, y + r0 * N, stream());
+      cuda::gemm_bf16_to_f32(runner_, gathered, weight, n, N, K_used, y + r0 * N, stream(), K);
     }
   }
   cuda::conv_epilogue_f32(y, d.bias.as<float>(), residual, rows, N, stream());

@@ -199,6 +199,36 @@ TEST_F(CudaGemmEdges, MisalignedBf16OperandsStillComputeTheProduct) {
   expect_within(to_host<uint16_t>(dy, size_t(s.M * s.N)), e, std::ldexp(1.0, -13), "cuda BF16 misaligned");
 }
 
+// The VAE's float32-output product, whole and over the last K' columns of a
+// wider weight matrix (a causal convolution without its missing frames'
+// taps): y = x[M, K'] · W[:, K - K':]ᵀ with W's rows K apart. float32 output,
+// so only the float32 sums' bound applies.
+TEST_F(CudaGemmEdges, Bf16ToFloatProductTakesAWindowOfTheWeightColumns) {
+  const int64_t M = 70, N = 48, K = 3 * 9 * 16;
+  const auto w = normal_bf16(size_t(N * K), 12, 0.1f);
+  cuda::GemmRunner runner;
+  cuda::DeviceBuffer dw = to_device(w);
+  for (const int64_t used : {K, K / 3, 2 * K / 3}) {
+    const auto x = normal_bf16(size_t(M * used), 13, 1.0f);
+    std::vector<float> window(size_t(N * used));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < used; ++k) window[size_t(n * used + k)] = bf16_to_float(w[size_t(n * K + K - used + k)]);
+    const Exact e = exact_product(widen_all(x), window, {M, N, used}, 1.0, {});
+    cuda::DeviceBuffer dx = to_device(x), dy = poisoned<float>(size_t(M * N));
+    cuda::gemm_bf16_to_f32(runner, dx.as<uint16_t>(), dw.as<uint16_t>() + (K - used), M, N, used, dy.as<float>(),
+                           nullptr, K);
+    const std::vector<float> y = to_host<float>(dy, size_t(M * N));
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_LE(std::fabs(double(y[i]) - e.value[i]), std::ldexp(e.magnitude[i], -13) + 1e-30)
+          << "K'=" << used << " element " << i;
+  }
+  cuda::DeviceBuffer row = poisoned<float>(size_t(N));
+  const std::string error = error_of([&] {
+    cuda::gemm_bf16_to_f32(runner, dw.as<uint16_t>(), dw.as<uint16_t>(), 1, N, K, row.as<float>(), nullptr, K - 1);
+  });
+  EXPECT_TRUE(contains(error, "ld_w must be 0 or at least K")) << error;
+}
+
 TEST_F(CudaGemmEdges, MisalignedFp8OperandsAreRefusedAndEmptyProductsAreNoOps) {
   cuda::GemmRunner runner;
   cuda::DeviceBuffer codes(64 * 64 + 16), y(64 * 64 * 2), scales = to_device(std::vector<float>{1.0f, 1.0f});

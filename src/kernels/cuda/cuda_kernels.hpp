@@ -251,9 +251,11 @@ void split_qkv(const float* qkv, int64_t P, int64_t C, float* q, float* k, float
 void softmax_rows(float* s, int64_t rows, int64_t n, StreamHandle stream);
 // float32 y[M, N] = x[M, K] · W[N, K]ᵀ, bf16 operands (the convolutions), and
 // y = alpha · x · Wᵀ with float32 operands (the attention's two products);
-// float32 sums in cuBLASLt's order, no bias.
+// float32 sums in cuBLASLt's order, no bias. W's rows are ld_w elements apart
+// when it is given (≥ K: the last K columns of a wider weight matrix, as a
+// causal convolution without its missing frames' taps uses); 0 means K.
 void gemm_bf16_to_f32(GemmRunner& runner, const uint16_t* x, const uint16_t* w, int64_t M, int64_t N, int64_t K,
-                      float* y, StreamHandle stream);
+                      float* y, StreamHandle stream, int64_t ld_w = 0);
 void gemm_f32(GemmRunner& runner, const float* x, const float* w, int64_t M, int64_t N, int64_t K, float alpha,
               float* y, StreamHandle stream);
 

@@ -44,6 +44,7 @@ struct PlanKey {
   bool bias_bf16;     // bf16 bias in the epilogue
   int64_t M, N, K;
   uint32_t align_x, align_w, align_y, align_bias;
+  int64_t ld_w = 0;  // W's row stride when it is a column window of a wider matrix; 0: K
   bool operator==(const PlanKey&) const = default;
 };
 
@@ -51,7 +52,7 @@ struct PlanKeyHash {
   std::size_t operator()(const PlanKey& k) const {
     std::size_t h = std::size_t(k.operands) * 3 + std::size_t(k.f32_output) * 7 + std::size_t(k.bias_bf16) * 11;
     for (uint64_t v : {uint64_t(k.M), uint64_t(k.N), uint64_t(k.K), uint64_t(k.align_x), uint64_t(k.align_w),
-                       uint64_t(k.align_y), uint64_t(k.align_bias)})
+                       uint64_t(k.align_y), uint64_t(k.align_bias), uint64_t(k.ld_w)})
       h = h * 1000003u ^ std::size_t(v);
     return h;
   }
@@ -60,7 +61,8 @@ struct PlanKeyHash {
 std::string describe(const PlanKey& k) {
   const char* operands = k.operands == Operands::E4M3 ? "W8A8" : k.operands == Operands::F32 ? "F32" : "BF16";
   return std::string(operands) + " M=" + std::to_string(k.M) +
-         " N=" + std::to_string(k.N) + " K=" + std::to_string(k.K) + (k.f32_output ? " float32 output" : "") +
+         " N=" + std::to_string(k.N) + " K=" + std::to_string(k.K) +
+         (k.ld_w ? " ldw=" + std::to_string(k.ld_w) : std::string()) + (k.f32_output ? " float32 output" : "") +
          (k.bias_bf16 ? " bf16 bias" : "");
 }
 
@@ -125,7 +127,8 @@ struct GemmRunner::Impl {
       set_desc(*plan, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_BIAS), "EPILOGUE");
       set_desc(*plan, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_16BF), "BIAS_DATA_TYPE");
     }
-    check_cublas(cublasLtMatrixLayoutCreate(&plan->a, operand, uint64_t(key.K), uint64_t(key.N), key.K),
+    check_cublas(cublasLtMatrixLayoutCreate(&plan->a, operand, uint64_t(key.K), uint64_t(key.N),
+                                            key.ld_w ? key.ld_w : key.K),
                  "cublasLtMatrixLayoutCreate(W, " + what + ")");
     check_cublas(cublasLtMatrixLayoutCreate(&plan->b, operand, uint64_t(key.K), uint64_t(key.M), key.K),
                  "cublasLtMatrixLayoutCreate(x, " + what + ")");
@@ -187,10 +190,12 @@ struct GemmRunner::Impl {
                  "cublasLtMatmul (" + describe(key) + ")");
   }
 
-  // float32 y = alpha · x · Wᵀ, no bias (the VAE's products).
+  // float32 y = alpha · x · Wᵀ, no bias (the VAE's products); W's rows
+  // ld_w apart (0: K).
   void run_f32_output(Operands operands, const void* x, const void* w, int64_t M, int64_t N, int64_t K, float alpha,
-                      float* y, StreamHandle stream) {
-    const PlanKey key{operands, true, false, M, N, K, alignment_of(x), alignment_of(w), alignment_of(y), 0};
+                      float* y, StreamHandle stream, int64_t ld_w = 0) {
+    const PlanKey key{operands, true, false, M, N, K, alignment_of(x), alignment_of(w), alignment_of(y), 0,
+                      ld_w == K ? 0 : ld_w};
     matmul(key, {x, w, y, nullptr, nullptr, nullptr}, stream, alpha);
   }
 
@@ -285,10 +290,12 @@ void gemm_w8a16(GemmRunner& runner, const uint16_t* x, const uint8_t* w_codes, f
 }
 
 void gemm_bf16_to_f32(GemmRunner& runner, const uint16_t* x, const uint16_t* w, int64_t M, int64_t N, int64_t K,
-                      float* y, StreamHandle stream) {
+                      float* y, StreamHandle stream, int64_t ld_w) {
   check_gemm("gemm_bf16_to_f32", M, N, K, x, w, y, {});
+  require(ld_w == 0 || ld_w >= K, "gemm_bf16_to_f32",
+          "ld_w must be 0 or at least K, got ld_w=" + std::to_string(ld_w) + " K=" + std::to_string(K));
   if (M == 0) return;
-  runner.impl().run_f32_output(Operands::BF16, x, w, M, N, K, 1.0f, y, stream);
+  runner.impl().run_f32_output(Operands::BF16, x, w, M, N, K, 1.0f, y, stream, ld_w);
 }
 
 void gemm_f32(GemmRunner& runner, const float* x, const float* w, int64_t M, int64_t N, int64_t K, float alpha,

@@ -178,7 +178,8 @@ void average_down(const ConvFloatFrames&, int, int64_t, int64_t, int64_t, int64_
 }
 void split_qkv(const float*, int64_t, int64_t, float*, float*, float*, StreamHandle) { without_cuda("split_qkv"); }
 void softmax_rows(float*, int64_t, int64_t, StreamHandle) { without_cuda("softmax_rows"); }
-void gemm_bf16_to_f32(GemmRunner&, const uint16_t*, const uint16_t*, int64_t, int64_t, int64_t, float*, StreamHandle) {
+void gemm_bf16_to_f32(GemmRunner&, const uint16_t*, const uint16_t*, int64_t, int64_t, int64_t, float*, StreamHandle,
+                      int64_t) {
   without_cuda("gemm_bf16_to_f32");
 }
 void gemm_f32(GemmRunner&, const float*, const float*, int64_t, int64_t, int64_t, float, float*, StreamHandle) {
