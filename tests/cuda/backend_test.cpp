@@ -162,9 +162,12 @@ TEST_F(CudaBackend, W8A16WithTheWeightCacheIsBitIdenticalToTheTransientDecode) {
   auto y1 = gpu().allocate(std::size_t(M * N) * 2), y2 = gpu().allocate(std::size_t(M * N) * 2);
   gpu().linear(std::vector<const Linear*>{&plain}, dx->as<uint16_t>(), M, std::vector<uint16_t*>{y1->as<uint16_t>()},
                Precision::W8A16);
+  const std::size_t before = cuda::allocated_bytes();
   gpu().linear(std::vector<const Linear*>{&cached}, dx->as<uint16_t>(), M, std::vector<uint16_t*>{y2->as<uint16_t>()},
                Precision::W8A16);
   EXPECT_EQ(from_gpu<uint16_t>(*y1, std::size_t(M * N)), from_gpu<uint16_t>(*y2, std::size_t(M * N)));
+  // The cache was really used: the layer's bf16 copy (2 bytes a weight) was made.
+  EXPECT_GE(cuda::allocated_bytes(), before + std::size_t(N * K * 2));
 }
 
 TEST_F(CudaBackend, DenseLinearsAgreeWithTheCpuAndRefuseFloat32Weights) {

@@ -115,11 +115,18 @@ TEST_F(CudaForward, W8A8WithStoredCodesWithinTheDenseBf16Bound) {
 TEST_F(CudaForward, WeightCacheAllGivesTheSameBitsAsTheTransientDecode) {
   Cosmos3Transformer plain = load_tiny("transformer-fp8", WeightCache::None, cuda_backend());
   Cosmos3Transformer cached = load_tiny("transformer-fp8", WeightCache::All, cuda_backend());
+  int64_t fp8_parameters = 0;
+  cached.for_each_governed_linear([&](Linear& l) {
+    if (l.is_fp8()) fp8_parameters += l.out_features() * l.in_features();
+  });
   for (const std::string& name : forward_cases()) {
     const ForwardInputs in = read_forward_inputs(*open_forward_case(name));
-    EXPECT_EQ(plain.forward(in, bf16_options(Precision::W8A16)).data,
-              cached.forward(in, bf16_options(Precision::W8A16)).data)
-        << name;
+    const std::vector<float> transient = plain.forward(in, bf16_options(Precision::W8A16)).data;
+    const std::size_t before = cuda::allocated_bytes();
+    EXPECT_EQ(transient, cached.forward(in, bf16_options(Precision::W8A16)).data) << name;
+    // The first cached forward really made the bf16 copies (2 bytes a weight).
+    if (name == forward_cases().front())
+      EXPECT_GE(cuda::allocated_bytes(), before + std::size_t(2 * fp8_parameters)) << "no bf16 weight copies made";
   }
 }
 
@@ -146,6 +153,9 @@ TEST_F(CudaForward, ResidentBatchWithinTheBf16BoundOfSinglePasses) {
   const cuda::DeviceBuffer latent = to_device(cond.latent.data);
   cuda::DeviceBuffer batched[2] = {poisoned<float>(n), poisoned<float>(n)};
   cuda::DeviceBuffer alone[2] = {poisoned<float>(n), poisoned<float>(n)};
+  // Those copies ran on the legacy default stream, which the backend's
+  // non-blocking stream does not wait for.
+  cuda::synchronize(nullptr);
   const ForwardInputs* both[2] = {&cond, &uncond};
   float* const velocities[2] = {batched[0].as<float>(), batched[1].as<float>()};
   const auto host = [&](const cuda::DeviceBuffer& buffer) {  // on the backend's stream

@@ -68,6 +68,10 @@ if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/e
     fail "text-to-video on cuda: $(cat "$tmp/err")"
   cmp -s "$tmp/i2v.safetensors" "$tmp/t2v.safetensors" && fail "image-to-video on cuda: the picture changed nothing"
   rm -rf "$tmp/x.png" "$tmp/i2v" "$tmp/i2v.safetensors" "$tmp/t2v.safetensors"
+elif ! grep -qE "^stepmix: \[cuda\] $missing" "$tmp/err"; then
+  # A GPU whose forward failed for another reason: say so, not "no GPU".
+  checks=$((checks + 1))
+  fail "the cuda forward failed, and not for want of a GPU: $(head -c 600 "$tmp/err")"
 else
   echo "device: no usable GPU: $(cat "$tmp/err")"
   expect_missing forward "$bin" "${forward[@]}" --device cuda --activations bf16
