@@ -54,6 +54,7 @@ void emit(const std::string& json) {
 }
 
 std::string num(double x) {
+  if (!std::isfinite(x)) return "null";  // JSON has no NaN: the summary shows it as not finite
   char text[64];
   std::snprintf(text, sizeof text, "%.6g", x);
   return text;

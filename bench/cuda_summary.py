@@ -21,6 +21,7 @@ import json
 import sys
 
 NANO_LAYERS = 36
+FULL_TOKENS = 44160  # 720p, 189 frames: the forward the 35-step estimate is for
 # Published single-H200 BF16 times of a Cosmos3-Nano T2V 720p generation
 # (NVIDIA/cosmos inference_benchmarks.md).
 PUBLISHED_S = {"vLLM-Omni": 208.0, "PyTorch": 214.0, "Diffusers": 240.0}
@@ -61,11 +62,18 @@ def fmt(x, width=7, digits=1):
     return ("%*.*f" % (width, digits, x)) if x is not None else " " * (width - 1) + "-"
 
 
-def fitted(records, impl, mode, tokens, key="ms"):
+def layer_counts(records, impl, mode, tokens, key="ms"):
+    return {r["layers"] for r in records if r.get("bench") == "forward" and r.get("impl") == impl
+            and r.get("mode") == mode and r.get("tokens") == tokens and key in r}
+
+
+def fitted(records, impl, mode, tokens, key="ms", only=None):
     """(fixed, per_layer, layer counts) of one forward case, or None: the line
-    through the smallest and the largest layer count (per-layer only with one)."""
+    through the smallest and the largest layer count (per-layer only with one);
+    only the layer counts in `only` when it is given."""
     points = sorted((r["layers"], r[key]) for r in records if r.get("bench") == "forward" and r.get("impl") == impl
-                    and r.get("mode") == mode and r.get("tokens") == tokens and key in r)
+                    and r.get("mode") == mode and r.get("tokens") == tokens and key in r
+                    and (only is None or r["layers"] in only))
     if not points:
         return None
     (l0, t0), (l1, t1) = points[0], points[-1]
@@ -99,9 +107,24 @@ def forward_section(ours, peer, lines, summary):
     tokens_seen = sorted({r["tokens"] for r in records if r.get("bench") == "forward" and "tokens" in r},
                          reverse=True)
     at36 = {}
+    errors_note = []
     for tokens in tokens_seen:
         for mode in ("dense", "w8a16", "w8a8"):
-            s_fit, t_fit = fitted(ours, "stepmix", mode, tokens), fitted(peer, "torch", mode, tokens)
+            # Both sides fitted on the layer counts both ran, so that a side
+            # with one point (its fixed cost folded into every layer) is not
+            # set against a two-point fit; where they share none, no ratio.
+            s_layers, t_layers = layer_counts(ours, "stepmix", mode, tokens), layer_counts(peer, "torch", mode, tokens)
+            shared = s_layers & t_layers
+            if s_layers and t_layers and not shared:
+                errors_note.append("  %d %s: the two sides ran no layer count in common (stepmix %s, torch %s): "
+                                   "no ratio" % (tokens, mode, sorted(s_layers), sorted(t_layers)))
+            elif s_layers != t_layers and shared:
+                errors_note.append("  %d %s: fitted on the layer counts both ran, %s (stepmix ran %s, torch %s)"
+                                   % (tokens, mode, sorted(shared), sorted(s_layers), sorted(t_layers)))
+            only = shared if shared else None
+            s_fit, t_fit = fitted(ours, "stepmix", mode, tokens, only=only), fitted(peer, "torch", mode, tokens, only=only)
+            if s_layers and t_layers and not shared:
+                t_fit = None
             s36, t36 = at_layers(s_fit, NANO_LAYERS), at_layers(t_fit, NANO_LAYERS)
             at36[(tokens, mode)] = (s36, t36)
             s_last, t_last = largest(ours, "stepmix", mode, tokens), largest(peer, "torch", mode, tokens)
@@ -112,6 +135,7 @@ def forward_section(ours, peer, lines, summary):
                 fmt(s_last["ms"] if s_last else None, 9, 1), fmt(s_fit[1] if s_fit else None, 10, 2),
                 fmt(s36, 6, 0), fmt(t_last["ms"] if t_last else None, 14, 1),
                 fmt(t_fit[1] if t_fit else None, 10, 2), fmt(t36, 6, 0), fmt(ratio(t36, s36), 8, 2)))
+    lines.extend(errors_note)
     errors = [r for r in records if r.get("bench") == "forward" and "error" in r]
     for r in errors:
         lines.append("  %s %s %s layers %s tokens: error: %s" % (r.get("impl"), r.get("mode"), r.get("layers"),
@@ -152,6 +176,10 @@ def forward_section(ours, peer, lines, summary):
     if torch_dense is not None:
         torch_prefill = at_layers(fitted(peer, "torch", "dense", big, "prefill_ms"), NANO_LAYERS) or 0.0
         torch_s = (70 * torch_dense + 2 * torch_prefill) / 1000
+    if big != FULL_TOKENS:  # CUDA_CHECK_QUICK's shapes: no 720p estimate to make
+        lines.append("")
+        lines.append("no 720p / 189-frame estimate: the largest forward run has %d tokens, not %d" % (big, FULL_TOKENS))
+        return
     lines.append("")
     lines.append("estimate of a full 35-step 720p / 189-frame Nano generation (70 forwards + the prefill of both"
                  " prompts; text encoding and VAE decode not included):")
@@ -265,7 +293,9 @@ def main():
         if r.get("bench") == "check":
             summary["checks"].append(r)
             error = r.get("max_rel_error", r.get("max_abs_error"))
-            lines.append("  %-4s %s (error %.3g)" % ("ok" if r.get("pass") else "FAIL", r.get("what"), error))
+            shape = " M=%s N=%s K=%s" % (r["M"], r["N"], r["K"]) if all(k in r for k in ("M", "N", "K")) else ""
+            lines.append("  %-4s %s%s (error %s)" % ("ok" if r.get("pass") else "FAIL", r.get("what"), shape,
+                                                    "%.3g" % error if isinstance(error, (int, float)) else "not finite"))
     lines.append("")
     lines.append("targets")
     for t in summary["targets"]:

@@ -13,22 +13,25 @@
 # machine without a GPU; give it a small CUDA_CHECK_VAE_LATENT, e.g. "2 4 4".)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+# python3 with the library path the caller names (the device check's own
+# LD_LIBRARY_PATH leads to Debian libraries meant for stepmix only).
+py() { env LD_LIBRARY_PATH="${CUDA_CHECK_PEER_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}" python3 "$@"; }
 build=$1
 device="${CUDA_CHECK_VAE_DEVICE:-cuda}"
 read -r frames height width <<<"${CUDA_CHECK_VAE_LATENT:-2 44 80}"
 dir="$build/vae-wan22"
 latent="$build/vae-latent-$frames-$height-$width.safetensors"
 if [[ ! -f $dir/config.json ]]; then
-  python3 "$here/peer_vae.py" make --dir "$dir.partial"
+  py "$here/peer_vae.py" make --dir "$dir.partial"
   rm -rf "$dir" && mv "$dir.partial" "$dir"
 fi
-[[ -f $latent ]] || python3 "$here/peer_vae.py" latent --out "$latent" --frames "$frames" --height "$height" --width "$width"
+[[ -f $latent ]] || py "$here/peer_vae.py" latent --out "$latent" --frames "$frames" --height "$height" --width "$width"
 ours=$("$build/bench/bench_vae" --vae "$dir" --latent "$latent" --repeats 3 --activations bf16 --device "$device")
 echo "stepmix: $ours"
-peer=$(python3 "$here/peer_vae.py" time --dir "$dir" --latent "$latent" --repeats 3 --dtype bf16 --device "$device" \
+peer=$(py "$here/peer_vae.py" time --dir "$dir" --latent "$latent" --repeats 3 --dtype bf16 --device "$device" \
   --threads "$(nproc)")
 echo "pytorch: $peer"
-python3 - "$ours" "$peer" <<'PY'
+py - "$ours" "$peer" <<'PY'
 import json, statistics, sys
 ours, peer = (json.loads(a) for a in sys.argv[1:])
 a, b = statistics.median(ours["ms"]), statistics.median(peer["ms"])
