@@ -107,7 +107,7 @@ def forward_section(ours, peer, lines, summary):
     tokens_seen = sorted({r["tokens"] for r in records if r.get("bench") == "forward" and "tokens" in r},
                          reverse=True)
     at36 = {}
-    errors_note = []
+    fit_notes = []
     for tokens in tokens_seen:
         for mode in ("dense", "w8a16", "w8a8"):
             # Both sides fitted on the layer counts both ran, so that a side
@@ -115,16 +115,16 @@ def forward_section(ours, peer, lines, summary):
             # set against a two-point fit; where they share none, no ratio.
             s_layers, t_layers = layer_counts(ours, "stepmix", mode, tokens), layer_counts(peer, "torch", mode, tokens)
             shared = s_layers & t_layers
-            if s_layers and t_layers and not shared:
-                errors_note.append("  %d %s: the two sides ran no layer count in common (stepmix %s, torch %s): "
-                                   "no ratio" % (tokens, mode, sorted(s_layers), sorted(t_layers)))
-            elif s_layers != t_layers and shared:
-                errors_note.append("  %d %s: fitted on the layer counts both ran, %s (stepmix ran %s, torch %s)"
-                                   % (tokens, mode, sorted(shared), sorted(s_layers), sorted(t_layers)))
-            only = shared if shared else None
-            s_fit, t_fit = fitted(ours, "stepmix", mode, tokens, only=only), fitted(peer, "torch", mode, tokens, only=only)
-            if s_layers and t_layers and not shared:
-                t_fit = None
+            disjoint = bool(s_layers and t_layers and not shared)
+            if disjoint:
+                fit_notes.append("  %d %s: the two sides ran no layer count in common (stepmix %s, torch %s): "
+                                 "no ratio" % (tokens, mode, sorted(s_layers), sorted(t_layers)))
+            elif shared and s_layers != t_layers:
+                fit_notes.append("  %d %s: fitted on the layer counts both ran, %s (stepmix ran %s, torch %s)"
+                                 % (tokens, mode, sorted(shared), sorted(s_layers), sorted(t_layers)))
+            only = shared or None
+            s_fit = fitted(ours, "stepmix", mode, tokens, only=only)
+            t_fit = None if disjoint else fitted(peer, "torch", mode, tokens, only=only)
             s36, t36 = at_layers(s_fit, NANO_LAYERS), at_layers(t_fit, NANO_LAYERS)
             at36[(tokens, mode)] = (s36, t36)
             s_last, t_last = largest(ours, "stepmix", mode, tokens), largest(peer, "torch", mode, tokens)
@@ -135,7 +135,7 @@ def forward_section(ours, peer, lines, summary):
                 fmt(s_last["ms"] if s_last else None, 9, 1), fmt(s_fit[1] if s_fit else None, 10, 2),
                 fmt(s36, 6, 0), fmt(t_last["ms"] if t_last else None, 14, 1),
                 fmt(t_fit[1] if t_fit else None, 10, 2), fmt(t36, 6, 0), fmt(ratio(t36, s36), 8, 2)))
-    lines.extend(errors_note)
+    lines.extend(fit_notes)
     errors = [r for r in records if r.get("bench") == "forward" and "error" in r]
     for r in errors:
         lines.append("  %s %s %s layers %s tokens: error: %s" % (r.get("impl"), r.get("mode"), r.get("layers"),

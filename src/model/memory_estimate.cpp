@@ -3,27 +3,16 @@
 #include <algorithm>
 #include <array>
 
+#include "kernels/cuda/cuda_kernels.hpp"
 #include "model/workspace.hpp"
 
 namespace stepmix {
 namespace {
 
-// The cuBLASLt workspace of the CUDA backend's GEMM runner
-// (cuda::GemmRunner::kDefaultWorkspaceBytes).
-constexpr std::size_t kGemmWorkspaceBytes = std::size_t(32) << 20;
+// The cuBLASLt workspace of the CUDA backend's GEMM runner.
+constexpr std::size_t kGemmWorkspaceBytes = cuda::GemmRunner::kDefaultWorkspaceBytes;
 
 std::size_t bytes_of(int64_t count, std::size_t element) { return std::size_t(count) * element; }
-
-// A Linear with a float32 bias multiplies into a float32 scratch of whole
-// 16-row chunks of at most 256 MiB, then adds the bias as it rounds
-// (cuda::GemmRunner's float32-bias path): the scratch of `rows` rows.
-std::size_t f32_bias_scratch_bytes(const Linear& l, int64_t rows) {
-  if (!l.bias() || l.bias()->dtype != DType::F32 || rows < 1) return 0;
-  constexpr std::size_t kScratchBytes = std::size_t(256) << 20;
-  const int64_t N = l.out_features();
-  const int64_t chunk = std::max<int64_t>(16, int64_t(kScratchBytes / (std::size_t(N) * sizeof(float))) / 16 * 16);
-  return bytes_of(std::min(chunk, rows) * N, 4);
-}
 
 // A Linear's weight and bias as stored: its device copy.
 std::size_t stored_bytes(const Linear& l) { return l.weight().nbytes + (l.bias() ? l.bias()->nbytes : 0); }
@@ -100,11 +89,20 @@ DeviceMemoryEstimate estimate_run_memory(const Cosmos3Transformer& transformer, 
   const std::size_t t = activations == ActivationDType::BF16 ? 2 : 4;
   const int64_t E = c.hidden_size, D = c.head_dim;
   DeviceMemoryEstimate e;
+  const int64_t longest = und_lengths.empty() ? 0 : *std::max_element(und_lengths.begin(), und_lengths.end());
+  // The most rows one product multiplies.
+  const int64_t rows = std::max(longest, (batched ? int64_t(und_lengths.size()) : 1) * grid.tokens());
 
   int64_t max_in = 0, max_weight = 0;
+  std::size_t f32_bias_scratch = 0;
+  const auto f32_bias = [&](const Linear& l) {
+    if (l.bias() && l.bias()->dtype == DType::F32)
+      f32_bias_scratch = std::max(f32_bias_scratch, cuda::GemmRunner::f32_bias_scratch_bytes(rows, l.out_features()));
+  };
   bool uncached_fp8 = false;
   transformer.for_each_governed_linear([&](const Linear& l) {
     e.weights += stored_bytes(l);
+    f32_bias(l);
     if (l.is_fp8()) {
       e.weights += 2 * sizeof(float);
       if (l.weight_cache() == WeightCache::All) e.weights += bytes_of(l.out_features() * l.in_features(), 2);
@@ -116,26 +114,20 @@ DeviceMemoryEstimate estimate_run_memory(const Cosmos3Transformer& transformer, 
   // The other Linears: proj_in, proj_out and the timestep MLP's two.
   const Cosmos3Weights& w = transformer.weights();
   for (const Linear* l : {&w.proj_in, &w.proj_out, &w.time_linear_1, &w.time_linear_2}) e.weights += stored_bytes(*l);
+  // (The timestep MLP's float32 rows take their own kernel, no scratch.)
+  f32_bias(w.proj_in);
+  f32_bias(w.proj_out);
   // Norm weights as float32: four [E] and up to five [D] per layer, two [E].
   e.weights += bytes_of(c.num_hidden_layers * (4 * E + 5 * D) + 2 * E, 4);
 
-  int64_t longest = 0;
-  for (const int64_t L : und_lengths) {
-    e.understanding_kv += bytes_of(c.num_hidden_layers * 2 * L * c.kv_width(), t);
-    longest = std::max(longest, L);
-  }
+  for (const int64_t L : und_lengths) e.understanding_kv += bytes_of(c.num_hidden_layers * 2 * L * c.kv_width(), t);
 
   e.scratch =
       estimate_workspace_bytes(c, und_lengths, grid, noisy_tokens, activations, batched) + kGemmWorkspaceBytes;
-  const int64_t rows = std::max(longest, (batched ? int64_t(und_lengths.size()) : 1) * grid.tokens());
   e.scratch += bytes_of(rows * max_in, 1);               // E4M3 activation codes
   if (uncached_fp8) e.scratch += bytes_of(max_weight, 2);  // one transient bf16 Ŵ
   e.scratch += bytes_of(latent_buffers * grid.channels * grid.frames * grid.height * grid.width, 4);
-  std::size_t f32_bias = 0;
-  transformer.for_each_governed_linear(
-      [&](const Linear& l) { f32_bias = std::max(f32_bias, f32_bias_scratch_bytes(l, rows)); });
-  for (const Linear* l : {&w.proj_in, &w.proj_out}) f32_bias = std::max(f32_bias, f32_bias_scratch_bytes(*l, rows));
-  e.scratch += f32_bias;
+  e.scratch += f32_bias_scratch;  // one scratch, grown to the largest
   return e;
 }
 

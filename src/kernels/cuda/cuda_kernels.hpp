@@ -52,6 +52,16 @@ struct GemmBias {
 class GemmRunner {
  public:
   static constexpr std::size_t kDefaultWorkspaceBytes = std::size_t(32) << 20;
+  // A product with a float32 bias runs in row chunks (whole multiples of 16
+  // rows, at most 256 MiB of float32 [rows, N]) into a float32 scratch, then
+  // adds the bias as it rounds: the scratch bytes M rows of N outputs take.
+  static constexpr std::size_t f32_bias_scratch_bytes(int64_t M, int64_t N) {
+    constexpr std::size_t kScratchBytes = std::size_t(256) << 20;
+    int64_t chunk = int64_t(kScratchBytes / (std::size_t(N) * sizeof(float))) / 16 * 16;
+    if (chunk < 16) chunk = 16;
+    if (chunk > M) chunk = M;
+    return std::size_t(chunk) * std::size_t(N) * sizeof(float);
+  }
   explicit GemmRunner(std::size_t workspace_bytes = kDefaultWorkspaceBytes);
   ~GemmRunner();
   GemmRunner(GemmRunner&&) noexcept;

@@ -212,10 +212,8 @@ struct GemmRunner::Impl {
     }
     // float32 bias: float32 products in row chunks that fit the scratch
     // (multiples of 16 rows keep x's alignment), then bf16(acc + bias).
-    constexpr std::size_t kScratchBytes = std::size_t(256) << 20;
-    int64_t chunk = std::max<int64_t>(16, int64_t(kScratchBytes / (std::size_t(N) * sizeof(float))) / 16 * 16);
-    chunk = std::min(chunk, M);
-    const std::size_t needed = std::size_t(chunk) * std::size_t(N) * sizeof(float);
+    const std::size_t needed = GemmRunner::f32_bias_scratch_bytes(M, N);
+    const int64_t chunk = int64_t(needed / (std::size_t(N) * sizeof(float)));
     if (f32_scratch.bytes() < needed) {
       f32_scratch = DeviceBuffer();  // free first: never both at once
       f32_scratch = DeviceBuffer(needed);
