@@ -6,70 +6,42 @@
 // Bounds. The reference kernel performs the CPU reference's operations in
 // its order; only exp can differ (float64 rounded to float32 against glibc's
 // expf, which agree but for rare last-bit cases), so at least 99% of outputs
-// are identical and none is more than one bf16 step away. The flash kernel
-// rounds each softmax weight to bf16 (relative error <= 2^-9), sums in
-// another order and rounds its output once: as for the CPU's AVX-512 kernel
-// (tests/kernels/attention_bf16_test.cpp) we allow 2^-7·max|v| against the
-// reference and float64, and 2^-10·max|v| for the mean error (the weight
-// roundings are unbiased).
+// are identical and none is more than one bf16 step away. The flash kernel's
+// bounds are in attention_cases.hpp; its CPU emulation
+// (attention_flash_on_cpu_test.cpp) is held to the GPU's results here too.
+#include "kernels/attention.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
+#include "attention_cases.hpp"
+#include "attention_flash_on_cpu.hpp"
 #include "common/error_of.hpp"
 #include "cuda_test_util.hpp"
-#include "kernels/cuda/cuda_kernels.hpp"
-#include "kernels/attention.hpp"
 #include "kernels/attention_test_util.hpp"
+#include "kernels/cuda/cuda_kernels.hpp"
 
 namespace stepmix::test {
 namespace {
 
-struct Case {
-  int64_t q_rows, kv_rows, q_heads, kv_heads, head_dim;
-  bool causal;
-};
-
-struct Operands {
-  std::vector<uint16_t> q, k, v;
-  double max_v = 0;
-};
-
-Operands make_operands(const AttentionProblem& p) {
-  Operands o;
-  // Scale 2 on q and k: peaked softmaxes, so the running max moves.
-  o.q = normal_bf16(size_t(p.q_rows * p.q_heads * p.head_dim), 21, 2.0f);
-  o.k = normal_bf16(size_t(p.kv_rows * p.kv_heads * p.head_dim), 22, 2.0f);
-  o.v = normal_bf16(size_t(p.kv_rows * p.kv_heads * p.head_dim), 23, 1.0f);
-  for (uint16_t x : o.v) o.max_v = std::max(o.max_v, double(std::fabs(bf16_to_float(x))));
-  return o;
-}
-
-std::vector<float> widened(const std::vector<uint16_t>& x) {
-  std::vector<float> out;
-  for (uint16_t b : x) out.push_back(bf16_to_float(b));
-  return out;
-}
-
 // Runs `kernel` on the device and returns its output.
 template <class Kernel>
-std::vector<uint16_t> run_on_device(const AttentionProblem& p, const Operands& o, Kernel kernel) {
+std::vector<uint16_t> run_on_device(const AttentionProblem& p, const AttentionOperands& o, Kernel kernel) {
   cuda::DeviceBuffer q = to_device(o.q), k = to_device(o.k), v = to_device(o.v);
   cuda::DeviceBuffer out = poisoned<uint16_t>(o.q.size());
   kernel(p, q.as<uint16_t>(), k.as<uint16_t>(), v.as<uint16_t>(), out.as<uint16_t>());
   return to_host<uint16_t>(out, o.q.size());
 }
 
-class CudaAttention : public CudaTest, public ::testing::WithParamInterface<Case> {
+class CudaAttention : public CudaTest, public ::testing::WithParamInterface<AttentionCase> {
  protected:
-  AttentionProblem problem() const {
-    const Case c = GetParam();
-    return {c.q_rows, c.kv_rows, c.q_heads, c.kv_heads, c.head_dim, c.causal};
-  }
+  AttentionProblem problem() const { return GetParam().problem(); }
 };
 
-std::vector<uint16_t> reference_kernel(const AttentionProblem& p, const Operands& o) {
+std::vector<uint16_t> reference_kernel(const AttentionProblem& p, const AttentionOperands& o) {
   return run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
     cuda::attention_reference_bf16(p, q, k, v, out, nullptr);
   });
@@ -77,7 +49,7 @@ std::vector<uint16_t> reference_kernel(const AttentionProblem& p, const Operands
 
 TEST_P(CudaAttention, ReferenceKernelIsTheCpuReference) {
   const AttentionProblem p = problem();
-  const Operands o = make_operands(p);
+  const AttentionOperands o = make_attention_operands(p);
   std::vector<uint16_t> cpu(o.q.size());
   kernels::ref::attention_bf16_reference(p, o.q.data(), o.k.data(), o.v.data(), cpu.data());
   const Bf16Agreement a = compare_bf16(reference_kernel(p, o), cpu);
@@ -88,7 +60,7 @@ TEST_P(CudaAttention, ReferenceKernelIsTheCpuReference) {
 TEST_P(CudaAttention, FlashVariantsAgreeWithTheReferenceAndFloat64) {
   const AttentionProblem p = problem();
   if (!cuda::attention_flash_supported(p)) GTEST_SKIP() << "flash kernel: head_dim 64 or 128 only";
-  const Operands o = make_operands(p);
+  const AttentionOperands o = make_attention_operands(p);
   const std::vector<uint16_t> reference = reference_kernel(p, o);
   const std::vector<double> exact = attention_float64(p, widened(o.q), widened(o.k), widened(o.v));
   for (cuda::FlashVariant variant : {cuda::FlashVariant::Rows16PerWarp, cuda::FlashVariant::Rows32PerWarp}) {
@@ -96,53 +68,59 @@ TEST_P(CudaAttention, FlashVariantsAgreeWithTheReferenceAndFloat64) {
         run_on_device(p, o, [variant](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
           cuda::attention_flash_bf16(p, q, k, v, out, nullptr, variant);
         });
-    double worst_reference = 0, worst_exact = 0, mean_exact = 0;
-    for (size_t i = 0; i < flash.size(); ++i) {
-      const double f = bf16_to_float(flash[i]);
-      ASSERT_TRUE(std::isfinite(f)) << i;
-      worst_reference = std::max(worst_reference, std::fabs(f - bf16_to_float(reference[i])));
-      worst_exact = std::max(worst_exact, std::fabs(f - exact[i]));
-      mean_exact += std::fabs(f - exact[i]) / double(flash.size());
-    }
     const int rows = variant == cuda::FlashVariant::Rows16PerWarp ? 16 : 32;
-    EXPECT_LE(worst_reference, std::ldexp(o.max_v, -7)) << rows << " rows per warp";
-    EXPECT_LE(worst_exact, std::ldexp(o.max_v, -7)) << rows << " rows per warp";
-    EXPECT_LE(mean_exact, std::ldexp(o.max_v, -10)) << rows << " rows per warp";
+    expect_flash_bounds(flash, reference, exact, o.max_v, std::to_string(rows) + " rows per warp");
+  }
+}
+
+// The CPU tests run the flash kernel's source through the SIMT emulator
+// (attention_flash_on_cpu_test.cpp); here the hardware is held to that
+// emulation, which is what makes those tests evidence. The two differ only
+// in the float32 rounding of the tensor-core sums and in exp2f (the GPU's is
+// within 2 ulps), which can move a softmax weight across a bf16 rounding
+// boundary: 2^-8·max|v| allows a few such steps, while a layout the
+// emulation got wrong would be off by about max|v|. The share of identical
+// outputs is printed.
+TEST_P(CudaAttention, FlashOnTheGpuMatchesItsCpuEmulation) {
+  const AttentionProblem p = problem();
+  if (!cuda::attention_flash_supported(p)) GTEST_SKIP() << "flash kernel: head_dim 64 or 128 only";
+  const AttentionOperands o = make_attention_operands(p);
+  for (cuda::FlashVariant variant : {cuda::FlashVariant::Rows16PerWarp, cuda::FlashVariant::Rows32PerWarp}) {
+    const std::vector<uint16_t> gpu =
+        run_on_device(p, o, [variant](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
+          cuda::attention_flash_bf16(p, q, k, v, out, nullptr, variant);
+        });
+    const std::vector<uint16_t> emulated = flash_attention_on_cpu(p, o.q, o.k, o.v, variant);
+    double worst = 0;
+    for (size_t i = 0; i < gpu.size(); ++i)
+      worst = std::max(worst, std::fabs(double(bf16_to_float(gpu[i])) - bf16_to_float(emulated[i])));
+    const int rows = variant == cuda::FlashVariant::Rows16PerWarp ? 16 : 32;
+    EXPECT_LE(worst, std::ldexp(o.max_v, -8)) << rows << " rows per warp";
+    std::printf("flash %d rows per warp, GPU vs CPU emulation: %.4f identical, worst %.3g (max|v| %.3g)\n", rows,
+                compare_bf16(gpu, emulated).exact_fraction(), worst, o.max_v);
   }
 }
 
 TEST_P(CudaAttention, DispatchUsesFlashWhereSupportedAndTheReferenceElsewhere) {
   const AttentionProblem p = problem();
-  const Operands o = make_operands(p);
-  const std::vector<uint16_t> chosen = run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v,
-                                                               auto out) { cuda::attention_bf16(p, q, k, v, out, nullptr); });
+  const AttentionOperands o = make_attention_operands(p);
+  const std::vector<uint16_t> chosen =
+      run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
+        cuda::attention_bf16(p, q, k, v, out, nullptr);
+      });
   if (!cuda::attention_flash_supported(p)) {
     EXPECT_EQ(chosen, reference_kernel(p, o));
     return;
   }
-  const std::vector<uint16_t> flash = run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v,
-                                                              auto out) {
-    cuda::attention_flash_bf16(p, q, k, v, out, nullptr, cuda::FlashVariant::Auto);
-  });
+  const std::vector<uint16_t> flash =
+      run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
+        cuda::attention_flash_bf16(p, q, k, v, out, nullptr, cuda::FlashVariant::Auto);
+      });
   EXPECT_EQ(chosen, flash);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    RaggedShapes, CudaAttention,
-    ::testing::Values(Case{1, 1, 1, 1, 64, true}, Case{5, 5, 4, 2, 64, true}, Case{70, 70, 4, 1, 128, true},
-                      Case{130, 130, 8, 2, 128, true}, Case{257, 257, 4, 1, 128, true},
-                      Case{8, 13, 4, 2, 64, false}, Case{17, 83, 4, 4, 128, false}, Case{40, 131, 8, 2, 128, false},
-                      Case{33, 200, 16, 4, 128, false},
-                      // generation stream: 200 vision rows over [64 text rows; 200 vision rows]
-                      Case{200, 264, 8, 2, 128, false},
-                      // the tiny golden model's head sizes (reference kernel only)
-                      Case{19, 40, 4, 2, 32, true}, Case{12, 30, 2, 1, 16, false}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      const Case& c = info.param;
-      return "q" + std::to_string(c.q_rows) + "_kv" + std::to_string(c.kv_rows) + "_heads" +
-             std::to_string(c.q_heads) + "x" + std::to_string(c.kv_heads) + "_d" + std::to_string(c.head_dim) +
-             (c.causal ? "_causal" : "");
-    });
+INSTANTIATE_TEST_SUITE_P(RaggedShapes, CudaAttention, ::testing::ValuesIn(ragged_attention_cases()),
+                         attention_case_name);
 
 class CudaAttentionArguments : public CudaTest {};
 

@@ -19,14 +19,14 @@ __device__ __forceinline__ uint16_t float_to_bf16_rne(float f) {
 }
 
 // core/numerics.hpp e4m3_to_float: sign, 4 exponent bits (bias 7), 3
-// mantissa bits; 0x7F/0xFF are NaN.
+// mantissa bits; 0x7F/0xFF are NaN, both the one positive quiet NaN of the
+// CPU's table.
 __device__ __forceinline__ float e4m3_to_float(uint8_t code) {
   const uint32_t exp = (code >> 3) & 0xFu;
   const uint32_t man = code & 0x7u;
+  if (exp == 0xFu && man == 0x7u) return __uint_as_float(0x7FC00000u);
   float mag;
-  if (exp == 0xFu && man == 0x7u) {
-    mag = __uint_as_float(0x7FC00000u);
-  } else if (exp == 0) {
+  if (exp == 0) {
     mag = float(man) * 0.001953125f;  // m · 2^-9, exact
   } else {
     mag = __uint_as_float(((exp + 120u) << 23) | (man << 20));  // 2^(e-7) · (1 + m/8), exact

@@ -11,24 +11,11 @@
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_device.hpp"
+#include "kernels/cuda/elementwise_kernels.cuh"
 
 namespace stepmix::cuda::detail {
 
 inline constexpr int kElementwiseThreads = 256;
-
-template <class Op>
-__global__ void elementwise_vec8_kernel(Op op, int64_t count) {
-  const int64_t groups = count / 8;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) op.eight(g);
-  for (int64_t i = groups * 8 + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) op.one(i);
-}
-
-template <class Op>
-__global__ void elementwise_kernel(Op op, int64_t count) {
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) op.one(i);
-}
 
 // op.one(i) for i < count; nothing when count == 0.
 template <class Op>

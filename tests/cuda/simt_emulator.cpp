@@ -1,0 +1,482 @@
+// The SIMT emulator (simt_emulator.hpp): fibers on ucontext, one per thread
+// of the running block, and the warp collectives computed from all lanes'
+// inputs with the PTX ISA's fragment layouts.
+#include "simt_emulator.hpp"
+
+#include <ucontext.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/numerics.hpp"
+#include "stepmix/error.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define STEPMIX_SIMT_ASAN 1
+#else
+#define STEPMIX_SIMT_ASAN 0
+#endif
+
+namespace stepmix::simt {
+namespace {
+
+constexpr std::size_t kStackBytes = std::size_t(256) << 10;
+constexpr int kWarpSize = 32;
+constexpr uint32_t kFullMask = 0xFFFFFFFFu;
+
+enum class Op : uint8_t { Shuffle, Ldmatrix, LdmatrixTransposed, Mma };
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Shuffle: return "__shfl_xor_sync";
+    case Op::Ldmatrix: return "ldmatrix.x4";
+    case Op::LdmatrixTransposed: return "ldmatrix.x4.trans";
+    case Op::Mma: return "mma.m16n8k16";
+  }
+  return "?";
+}
+
+// One lane's operands and results of a collective.
+struct LaneSlot {
+  uint64_t in[10] = {};
+  uint64_t out[4] = {};
+};
+
+struct Warp {
+  int lanes = 0;  // threads of the block in this warp
+  int live = 0;   // of those, not yet exited
+  int arrived = 0;
+  unsigned generation = 0;
+  // Collective n uses slot set n % 2: a lane can get at most one collective
+  // ahead of the slowest (the next one waits for it), so results survive
+  // until every lane has read them.
+  Op op[2] = {};
+  uint64_t argument[2] = {};  // mask and lane mask, which every lane must agree on
+  LaneSlot slot[2][kWarpSize];
+};
+
+struct AsyncCopy {
+  uint32_t dst;
+  const void* src;
+  bool valid;
+};
+
+struct Fiber {
+  ucontext_t context{};
+  char* stack = nullptr;
+  Dim3 thread;
+  int warp = 0, lane = 0;
+  bool done = false;
+  const char* waiting_in = "";  // what the fiber waits in, for deadlock reports
+  std::vector<AsyncCopy> uncommitted;
+  std::deque<std::vector<AsyncCopy>> in_flight;
+};
+
+struct Emulator {
+  const LaunchConfig* config = nullptr;
+  const std::function<void()>* body = nullptr;
+  Dim3 block;
+  std::vector<unsigned char> shared;
+  std::vector<Fiber> fibers;
+  std::unique_ptr<char[]> stacks;
+  std::vector<Warp> warps;
+  int current = -1;
+  ucontext_t scheduler{};
+  unsigned block_generation = 0;
+  int block_arrived = 0, block_live = 0;
+  uint64_t progress = 0;  // arrivals, releases and exits: a pass without any is a deadlock
+  std::string error;
+  LaunchCounters counters;
+#if STEPMIX_SIMT_ASAN
+  void* scheduler_fake_stack = nullptr;
+  const void* scheduler_stack_bottom = nullptr;
+  std::size_t scheduler_stack_size = 0;
+#endif
+};
+
+thread_local Emulator* active = nullptr;
+LaunchCounters last_counters;
+
+Emulator& emulator() {
+  if (!active) throw std::logic_error("simt: a device function was called outside simt::launch");
+  return *active;
+}
+Fiber& fiber() { return emulator().fibers[std::size_t(emulator().current)]; }
+
+// ---- switching between the scheduler and the fibers
+
+void switch_to_scheduler() {
+  Emulator& e = emulator();
+  Fiber& f = fiber();
+#if STEPMIX_SIMT_ASAN
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(f.done ? nullptr : &fake_stack, e.scheduler_stack_bottom, e.scheduler_stack_size);
+  swapcontext(&f.context, &e.scheduler);
+  __sanitizer_finish_switch_fiber(fake_stack, &e.scheduler_stack_bottom, &e.scheduler_stack_size);
+#else
+  swapcontext(&f.context, &e.scheduler);
+#endif
+}
+
+void switch_to_fiber(Emulator& e, int index) {
+  e.current = index;
+  Fiber& f = e.fibers[std::size_t(index)];
+#if STEPMIX_SIMT_ASAN
+  __sanitizer_start_switch_fiber(&e.scheduler_fake_stack, f.stack, kStackBytes);
+  swapcontext(&e.scheduler, &f.context);
+  __sanitizer_finish_switch_fiber(e.scheduler_fake_stack, nullptr, nullptr);
+#else
+  swapcontext(&e.scheduler, &f.context);
+#endif
+}
+
+std::string where(const Emulator& e, const Fiber& f) {
+  std::ostringstream s;
+  s << "block (" << e.block.x << "," << e.block.y << "," << e.block.z << ") thread (" << f.thread.x << "," << f.thread.y
+    << "," << f.thread.z << ") warp " << f.warp << " lane " << f.lane;
+  return s.str();
+}
+
+// Records the first error and leaves the fiber for good; the scheduler ends
+// the launch. Nothing with a destructor may be alive in the caller's frame.
+[[noreturn]] void fail_in_fiber() {
+  fiber().done = true;
+  switch_to_scheduler();
+  std::abort();  // never resumed
+}
+
+void set_error(const std::string& what) {
+  Emulator& e = emulator();
+  if (e.error.empty()) e.error = where(e, fiber()) + ": " + what;
+}
+
+#define SIMT_FAIL(message) \
+  do {                     \
+    set_error(message);    \
+    fail_in_fiber();       \
+  } while (0)
+
+void fiber_main() {
+  Emulator& e = emulator();
+#if STEPMIX_SIMT_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &e.scheduler_stack_bottom, &e.scheduler_stack_size);
+#endif
+  try {
+    (*e.body)();
+  } catch (const std::exception& error) {
+    set_error(std::string("exception: ") + error.what());
+  }
+  Fiber& f = fiber();
+  Warp& w = e.warps[std::size_t(f.warp)];
+  --w.live;
+  if (w.arrived > 0 && e.error.empty())
+    set_error(std::string("exited while its warp waits in ") + op_name(w.op[w.generation & 1]));
+  --e.block_live;
+  if (e.block_arrived > 0 && e.block_arrived == e.block_live) {  // exited threads do not hold a barrier
+    e.block_arrived = 0;
+    ++e.block_generation;
+  }
+  ++e.progress;
+  f.done = true;
+  switch_to_scheduler();
+  std::abort();  // never resumed
+}
+
+void yield_waiting(const char* what) {
+  fiber().waiting_in = what;
+  switch_to_scheduler();
+  fiber().waiting_in = "";
+}
+
+// ---- shared memory checks
+
+void check_shared(uint32_t address, uint32_t bytes, const char* what) {
+  Emulator& e = emulator();
+  if (address % 16 != 0 || uint64_t(address) + bytes > e.shared.size()) {
+    {
+      std::ostringstream s;
+      s << what << " at shared offset " << address << " (" << bytes << " bytes): outside the " << e.shared.size()
+        << " bytes of dynamic shared memory or not 16-byte aligned";
+      set_error(s.str());
+    }
+    fail_in_fiber();
+  }
+}
+
+bool readable(const void* src, std::size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(src);
+  for (const auto& [base, size] : emulator().config->readable) {
+    const auto* b = static_cast<const unsigned char*>(base);
+    if (p >= b && p + bytes <= b + size) return true;
+  }
+  return false;
+}
+
+void land(const std::vector<AsyncCopy>& group) {
+  Emulator& e = emulator();
+  for (const AsyncCopy& c : group) {
+    if (c.valid)
+      std::memcpy(&e.shared[c.dst], c.src, 16);
+    else
+      std::memset(&e.shared[c.dst], 0, 16);
+  }
+}
+
+// ---- warp collectives
+
+void count_warp_instruction(LaunchCounters& counters, Op op) {
+  switch (op) {
+    case Op::Shuffle: ++counters.shuffles; break;
+    case Op::Ldmatrix:
+    case Op::LdmatrixTransposed: ++counters.ldmatrix; break;
+    case Op::Mma: ++counters.mma; break;
+  }
+}
+
+// Deposits this lane's inputs for `op`, waits for the whole warp, and returns
+// this lane's slot once the last lane to arrive has run `compute` on all of
+// them. `argument` must be the same on every lane.
+template <class Compute>
+const LaneSlot& collective(Op op, uint64_t argument, const uint64_t* in, int count, Compute compute) {
+  Emulator& e = emulator();
+  Fiber& f = fiber();
+  Warp& w = e.warps[std::size_t(f.warp)];
+  if (w.live != kWarpSize)
+    SIMT_FAIL(std::string(op_name(op)) + " in a warp of fewer than 32 live lanes (" + std::to_string(w.live) + ")");
+  const int parity = int(w.generation & 1);
+  if (w.arrived == 0) {
+    w.op[parity] = op;
+    w.argument[parity] = argument;
+  } else if (w.op[parity] != op || w.argument[parity] != argument) {
+    SIMT_FAIL(std::string("divergent warp: this lane is in ") + op_name(op) + ", lanes before it in " +
+              op_name(w.op[parity]) + " (or with another mask)");
+  }
+  LaneSlot& slot = w.slot[parity][f.lane];
+  for (int i = 0; i < count; ++i) slot.in[i] = in[i];
+  const unsigned generation = w.generation;
+  ++e.progress;
+  if (++w.arrived == kWarpSize) {
+    count_warp_instruction(e.counters, op);
+    compute(w.slot[parity]);
+    w.arrived = 0;
+    ++w.generation;
+  } else {
+    while (w.generation == generation) yield_waiting(op_name(op));
+  }
+  return slot;
+}
+
+uint32_t shared_b32(uint32_t address) {
+  uint32_t v;
+  std::memcpy(&v, &emulator().shared[address], 4);
+  return v;
+}
+uint16_t shared_b16(uint32_t address) {
+  uint16_t v;
+  std::memcpy(&v, &emulator().shared[address], 2);
+  return v;
+}
+
+}  // namespace
+
+// ---- launch
+
+void launch(const LaunchConfig& config, const std::function<void()>& thread_body) {
+  if (active) throw std::logic_error("simt::launch: launches do not nest");
+  const uint64_t threads = uint64_t(config.block.x) * config.block.y * config.block.z;
+  if (threads == 0 || threads > 1024) throw std::invalid_argument("simt::launch: 1 to 1024 threads per block");
+  Emulator e;
+  e.config = &config;
+  e.body = &thread_body;
+  e.fibers.resize(threads);
+  e.stacks.reset(new char[threads * kStackBytes]);
+  e.warps.resize((threads + kWarpSize - 1) / kWarpSize);
+  active = &e;
+  struct Deactivate {
+    ~Deactivate() { active = nullptr; }
+  } deactivate;
+
+  for (unsigned bz = 0; bz < config.grid.z; ++bz)
+    for (unsigned by = 0; by < config.grid.y; ++by)
+      for (unsigned bx = 0; bx < config.grid.x; ++bx) {
+        e.block = {bx, by, bz};
+        // Shared memory starts as garbage on a GPU: a kernel must not rely on it.
+        e.shared.assign(config.dynamic_shared_bytes, 0xA5);
+        e.block_generation = 0;
+        e.block_arrived = 0;
+        e.block_live = int(threads);
+        for (std::size_t w = 0; w < e.warps.size(); ++w) {
+          e.warps[w] = Warp{};
+          e.warps[w].lanes = e.warps[w].live = int(std::min<uint64_t>(kWarpSize, threads - w * kWarpSize));
+        }
+        for (std::size_t t = 0; t < threads; ++t) {
+          Fiber& f = e.fibers[t];
+          f = Fiber{};
+          f.thread = {unsigned(t % config.block.x), unsigned(t / config.block.x % config.block.y),
+                      unsigned(t / (uint64_t(config.block.x) * config.block.y))};
+          f.warp = int(t / kWarpSize);
+          f.lane = int(t % kWarpSize);
+          f.stack = e.stacks.get() + t * kStackBytes;
+          getcontext(&f.context);
+          f.context.uc_stack.ss_sp = f.stack;
+          f.context.uc_stack.ss_size = kStackBytes;
+          f.context.uc_link = nullptr;
+          makecontext(&f.context, fiber_main, 0);
+        }
+        e.counters.threads += threads;
+        for (;;) {
+          const uint64_t before = e.progress;
+          bool any = false;
+          for (std::size_t t = 0; t < threads && e.error.empty(); ++t) {
+            if (e.fibers[t].done) continue;
+            any = true;
+            switch_to_fiber(e, int(t));
+          }
+          if (!e.error.empty()) throw Error("simt", e.error);
+          if (!any) break;
+          if (e.progress == before) {
+            std::ostringstream s;
+            s << "deadlock in block (" << bx << "," << by << "," << bz << "):";
+            for (const Fiber& f : e.fibers)
+              if (!f.done) s << " thread " << f.thread.x << " waits in " << f.waiting_in << ";";
+            throw Error("simt", s.str());
+          }
+        }
+      }
+  last_counters = e.counters;
+}
+
+LaunchCounters last_launch_counters() { return last_counters; }
+
+const Dim3& thread_index() { return fiber().thread; }
+const Dim3& block_index() { return emulator().block; }
+const Dim3& block_dimensions() { return emulator().config->block; }
+const Dim3& grid_dimensions() { return emulator().config->grid; }
+
+void sync_threads() {
+  Emulator& e = emulator();
+  ++e.counters.block_syncs;
+  const unsigned generation = e.block_generation;
+  ++e.progress;
+  if (++e.block_arrived == e.block_live) {
+    e.block_arrived = 0;
+    ++e.block_generation;
+  } else {
+    while (e.block_generation == generation) yield_waiting("__syncthreads");
+  }
+}
+
+uint64_t shuffle_xor_bits(uint32_t mask, uint64_t bits, int lane_mask) {
+  if (mask != kFullMask) SIMT_FAIL("__shfl_xor_sync with a partial mask (only full warps are emulated)");
+  if (lane_mask < 0 || lane_mask >= kWarpSize) SIMT_FAIL("__shfl_xor_sync lane mask outside 0..31");
+  const uint64_t in[1] = {bits};
+  const LaneSlot& s =
+      collective(Op::Shuffle, (uint64_t(mask) << 32) | uint32_t(lane_mask), in, 1, [lane_mask](LaneSlot* lanes) {
+        for (int l = 0; l < kWarpSize; ++l) lanes[l].out[0] = lanes[l ^ lane_mask].in[0];
+      });
+  return s.out[0];
+}
+
+uint32_t dynamic_shared_base() { return 0; }
+
+void async_copy_16(uint32_t dst, const void* src, bool valid) {
+  check_shared(dst, 16, "cp.async destination");
+  if (valid && (reinterpret_cast<uintptr_t>(src) % 16 != 0 || !readable(src, 16))) {
+    {
+      std::ostringstream s;
+      s << "cp.async source " << src << " (16 bytes): not in the launch's readable ranges or not 16-byte aligned";
+      set_error(s.str());
+    }
+    fail_in_fiber();
+  }
+  ++emulator().counters.async_copies;
+  fiber().uncommitted.push_back({dst, src, valid});
+}
+
+void async_copy_commit() {
+  Fiber& f = fiber();
+  f.in_flight.push_back(std::move(f.uncommitted));
+  f.uncommitted.clear();
+}
+
+void async_copy_wait(int groups_in_flight) {
+  Fiber& f = fiber();
+  while (f.in_flight.size() > std::size_t(groups_in_flight)) {
+    land(f.in_flight.front());
+    f.in_flight.pop_front();
+  }
+}
+
+void ldmatrix_x4(uint32_t (&r)[4], uint32_t address, bool transposed) {
+  Emulator& e = emulator();
+  // Lanes 8i..8i+7 address the rows of matrix i; every row is 16 bytes.
+  check_shared(address, 16, transposed ? "ldmatrix.x4.trans row" : "ldmatrix.x4 row");
+  const uint64_t in[1] = {address};
+  const LaneSlot& s =
+      collective(transposed ? Op::LdmatrixTransposed : Op::Ldmatrix, 0, in, 1, [transposed](LaneSlot* lanes) {
+        // element (row, column) of matrix i
+        auto element = [lanes](int i, int row, int column) {
+          return uint32_t(shared_b16(uint32_t(lanes[8 * i + row].in[0]) + 2 * column));
+        };
+        for (int l = 0; l < kWarpSize; ++l)
+          for (int i = 0; i < 4; ++i) {
+            const int a = l / 4, b = 2 * (l % 4);
+            lanes[l].out[i] = transposed ? element(i, b, a) | element(i, b + 1, a) << 16
+                                         : element(i, a, b) | element(i, a, b + 1) << 16;
+          }
+      });
+  for (int i = 0; i < 4; ++i) r[i] = uint32_t(s.out[i]);
+}
+
+void mma_m16n8k16_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  uint64_t in[10];
+  for (int i = 0; i < 4; ++i) in[i] = a[i];
+  in[4] = b0;
+  in[5] = b1;
+  for (int i = 0; i < 4; ++i) in[6 + i] = std::bit_cast<uint32_t>(c[i]);
+  const LaneSlot& s = collective(Op::Mma, 0, in, 10, [](LaneSlot* lanes) {
+    // The fragment tables of mma.m16n8k16 (.bf16 A row-major, B column-major,
+    // .f32 C/D): lane l, g = l / 4, t = l % 4.
+    float A[16][16], B[16][8], C[16][8];
+    auto low = [](uint64_t r) { return bf16_to_float(uint16_t(r)); };
+    auto high = [](uint64_t r) { return bf16_to_float(uint16_t(r >> 16)); };
+    for (int l = 0; l < kWarpSize; ++l) {
+      const int g = l / 4, t = l % 4;
+      const uint64_t* in = lanes[l].in;
+      A[g][2 * t] = low(in[0]), A[g][2 * t + 1] = high(in[0]);
+      A[g + 8][2 * t] = low(in[1]), A[g + 8][2 * t + 1] = high(in[1]);
+      A[g][2 * t + 8] = low(in[2]), A[g][2 * t + 9] = high(in[2]);
+      A[g + 8][2 * t + 8] = low(in[3]), A[g + 8][2 * t + 9] = high(in[3]);
+      B[2 * t][g] = low(in[4]), B[2 * t + 1][g] = high(in[4]);
+      B[2 * t + 8][g] = low(in[5]), B[2 * t + 9][g] = high(in[5]);
+      C[g][2 * t] = std::bit_cast<float>(uint32_t(in[6])), C[g][2 * t + 1] = std::bit_cast<float>(uint32_t(in[7]));
+      C[g + 8][2 * t] = std::bit_cast<float>(uint32_t(in[8]));
+      C[g + 8][2 * t + 1] = std::bit_cast<float>(uint32_t(in[9]));
+    }
+    float D[16][8];
+    for (int m = 0; m < 16; ++m)
+      for (int n = 0; n < 8; ++n) {
+        double sum = C[m][n];
+        for (int k = 0; k < 16; ++k) sum += double(A[m][k]) * double(B[k][n]);
+        D[m][n] = float(sum);
+      }
+    for (int l = 0; l < kWarpSize; ++l) {
+      const int g = l / 4, t = l % 4;
+      const float d[4] = {D[g][2 * t], D[g][2 * t + 1], D[g + 8][2 * t], D[g + 8][2 * t + 1]};
+      for (int i = 0; i < 4; ++i) lanes[l].out[i] = std::bit_cast<uint32_t>(d[i]);
+    }
+  });
+  for (int i = 0; i < 4; ++i) c[i] = std::bit_cast<float>(uint32_t(s.out[i]));
+}
+
+uint32_t pack_bf16(float lo, float hi) {
+  return uint32_t(float_to_bf16_rne(lo)) | uint32_t(float_to_bf16_rne(hi)) << 16;
+}
+
+}  // namespace stepmix::simt

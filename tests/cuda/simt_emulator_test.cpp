@@ -1,0 +1,251 @@
+// The SIMT emulator (simt_emulator.hpp) that runs CUDA kernel sources on the
+// CPU: thread and block coordinates, barriers, shuffles, the ldmatrix and mma
+// fragment layouts (through the lane addressing CUTLASS and FlashAttention use
+// to compute A·Bᵀ and A·B from row-major tiles), cp.async landing only at its
+// wait, and the errors a broken kernel gets.
+#include "simt_emulator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/error_of.hpp"
+#include "core/numerics.hpp"
+#include "cuda_test_util.hpp"
+
+namespace stepmix::test {
+namespace {
+
+simt::LaunchConfig config(simt::Dim3 grid, simt::Dim3 block, std::size_t shared = 0) {
+  simt::LaunchConfig c;
+  c.grid = grid;
+  c.block = block;
+  c.dynamic_shared_bytes = shared;
+  return c;
+}
+
+TEST(SimtEmulator, EveryThreadOfEveryBlockRunsOnceWithItsCoordinates) {
+  const simt::LaunchConfig c = config({3, 2, 2}, {5, 3, 2});
+  std::vector<int> seen(3 * 2 * 2 * 5 * 3 * 2, 0);
+  simt::launch(c, [&] {
+    const simt::Dim3 &t = simt::thread_index(), &b = simt::block_index();
+    const unsigned block = (b.z * 2 + b.y) * 3 + b.x, thread = (t.z * 3 + t.y) * 5 + t.x;
+    ++seen[block * 30 + thread];
+    EXPECT_EQ(simt::block_dimensions().y, 3u);
+    EXPECT_EQ(simt::grid_dimensions().z, 2u);
+  });
+  for (int s : seen) EXPECT_EQ(s, 1);
+  EXPECT_EQ(simt::last_launch_counters().threads, seen.size());
+}
+
+TEST(SimtEmulator, SyncThreadsOrdersWritesBeforeReadsAcrossWarps) {
+  // Each thread writes its slot, waits, then reads its neighbour's from
+  // another warp: every read sees the write.
+  std::vector<int> slots(96, -1), read(96, -2);
+  simt::launch(config({1, 1, 1}, {96, 1, 1}), [&] {
+    const unsigned t = simt::thread_index().x;
+    slots[t] = int(t) * 7;
+    simt::sync_threads();
+    read[t] = slots[(t + 40) % 96];
+  });
+  for (int t = 0; t < 96; ++t) EXPECT_EQ(read[std::size_t(t)], (t + 40) % 96 * 7);
+}
+
+TEST(SimtEmulator, ShuffleXorGivesEachLaneItsPartnersValue) {
+  std::vector<double> got(64);
+  simt::launch(config({1, 1, 1}, {64, 1, 1}), [&] {
+    const unsigned t = simt::thread_index().x;
+    got[t] = simt::shuffle_xor(0xFFFFFFFFu, double(t) + 0.5, 5);
+  });
+  for (unsigned t = 0; t < 64; ++t) EXPECT_EQ(got[t], double((t & ~31u) | ((t % 32) ^ 5)) + 0.5);
+}
+
+// Writes `values` (bf16) row-major into shared memory at `offset`, as one
+// thread's plain stores (through the emulator's copy, for its bounds check).
+void stage_rows(uint32_t offset, const std::vector<uint16_t>& values) {
+  for (std::size_t i = 0; i < values.size(); i += 8) simt::async_copy_16(offset + uint32_t(2 * i), &values[i], true);
+  simt::async_copy_commit();
+  simt::async_copy_wait(0);
+}
+
+TEST(SimtEmulator, LdmatrixAndMmaComputeATimesBTransposedFromRowMajorTiles) {
+  // A 16×16 and B 16×16 (two n8 tiles of keys × k) row-major, as the flash
+  // kernel holds Q and K: D = A·Bᵀ + C.
+  const std::vector<uint16_t> a = normal_bf16(256, 1, 1.0f), b = normal_bf16(256, 2, 1.0f);
+  const std::vector<float> c = normal_floats(256, 3, 1.0f);
+  std::vector<float> d(256);
+  simt::LaunchConfig cfg = config({1, 1, 1}, {32, 1, 1}, 1024);
+  cfg.readable = {{a.data(), 512}, {b.data(), 512}};
+  simt::launch(cfg, [&] {
+    const int lane = int(simt::thread_index().x), g = lane / 4, t = lane % 4;
+    if (lane == 0) {
+      stage_rows(0, a);
+      stage_rows(512, b);
+    }
+    simt::sync_threads();
+    uint32_t af[4], bf[4];
+    simt::ldmatrix_x4(af, uint32_t((lane % 16) * 32 + (lane / 16) * 16), false);
+    simt::ldmatrix_x4(bf, uint32_t(512 + ((lane % 8) + (lane / 16) * 8) * 32 + ((lane / 8) % 2) * 16), false);
+    for (int n8 = 0; n8 < 2; ++n8) {
+      float acc[4] = {c[g * 16 + n8 * 8 + 2 * t], c[g * 16 + n8 * 8 + 2 * t + 1], c[(g + 8) * 16 + n8 * 8 + 2 * t],
+                      c[(g + 8) * 16 + n8 * 8 + 2 * t + 1]};
+      simt::mma_m16n8k16_bf16(acc, af, bf[2 * n8], bf[2 * n8 + 1]);
+      d[g * 16 + n8 * 8 + 2 * t] = acc[0];
+      d[g * 16 + n8 * 8 + 2 * t + 1] = acc[1];
+      d[(g + 8) * 16 + n8 * 8 + 2 * t] = acc[2];
+      d[(g + 8) * 16 + n8 * 8 + 2 * t + 1] = acc[3];
+    }
+  });
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 16; ++n) {
+      double want = c[m * 16 + n];
+      for (int k = 0; k < 16; ++k) want += double(bf16_to_float(a[m * 16 + k])) * bf16_to_float(b[n * 16 + k]);
+      EXPECT_EQ(d[m * 16 + n], float(want)) << m << "," << n;
+    }
+  EXPECT_EQ(simt::last_launch_counters().mma, 2u);  // per warp
+}
+
+TEST(SimtEmulator, TransposedLdmatrixGivesTheBOperandOfARowMajorKByNTile) {
+  // B 16×16 row-major as k × n (keys × head dims, as the flash kernel holds
+  // V): D = A·B through ldmatrix.trans.
+  const std::vector<uint16_t> a = normal_bf16(256, 4, 1.0f), b = normal_bf16(256, 5, 1.0f);
+  std::vector<float> d(256);
+  simt::LaunchConfig cfg = config({1, 1, 1}, {32, 1, 1}, 1024);
+  cfg.readable = {{a.data(), 512}, {b.data(), 512}};
+  simt::launch(cfg, [&] {
+    const int lane = int(simt::thread_index().x), g = lane / 4, t = lane % 4;
+    if (lane == 0) {
+      stage_rows(0, a);
+      stage_rows(512, b);
+    }
+    simt::sync_threads();
+    uint32_t af[4], bf[4];
+    simt::ldmatrix_x4(af, uint32_t((lane % 16) * 32 + (lane / 16) * 16), false);
+    simt::ldmatrix_x4(bf, uint32_t(512 + ((lane % 8) + ((lane / 8) % 2) * 8) * 32 + (lane / 16) * 16), true);
+    for (int n8 = 0; n8 < 2; ++n8) {
+      float acc[4] = {0, 0, 0, 0};
+      simt::mma_m16n8k16_bf16(acc, af, bf[2 * n8], bf[2 * n8 + 1]);
+      d[g * 16 + n8 * 8 + 2 * t] = acc[0];
+      d[g * 16 + n8 * 8 + 2 * t + 1] = acc[1];
+      d[(g + 8) * 16 + n8 * 8 + 2 * t] = acc[2];
+      d[(g + 8) * 16 + n8 * 8 + 2 * t + 1] = acc[3];
+    }
+  });
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 16; ++n) {
+      double want = 0;
+      for (int k = 0; k < 16; ++k) want += double(bf16_to_float(a[m * 16 + k])) * bf16_to_float(b[k * 16 + n]);
+      EXPECT_EQ(d[m * 16 + n], float(want)) << m << "," << n;
+    }
+}
+
+TEST(SimtEmulator, AsyncCopiesLandAtTheirWaitAndInvalidOnesZeroFill) {
+  // Lane 0 copies three groups (16 bytes at offsets 0 and 16, a zero fill at
+  // 32) and waits for them in two steps; the warp reads row 0 of each
+  // through ldmatrix (matrix i's rows at offset 16·(i % 3)).
+  std::vector<uint16_t> source(8, 0x1234);
+  std::vector<std::array<uint32_t, 3>> seen(3);
+  simt::LaunchConfig c = config({1, 1, 1}, {32, 1, 1}, 64);
+  c.readable = {{source.data(), 16}};
+  simt::launch(c, [&] {
+    const int lane = int(simt::thread_index().x);
+    auto look = [&](int when) {
+      simt::sync_threads();
+      uint32_t r[4];
+      simt::ldmatrix_x4(r, uint32_t(lane / 8 % 3) * 16, false);
+      if (lane == 0) seen[std::size_t(when)] = {r[0], r[1], r[2]};
+    };
+    if (lane == 0) {
+      simt::async_copy_16(0, source.data(), true);
+      simt::async_copy_commit();
+      simt::async_copy_16(16, source.data(), true);
+      simt::async_copy_commit();
+      simt::async_copy_16(32, nullptr, false);
+      simt::async_copy_commit();
+    }
+    look(0);  // nothing waited for: the launch's garbage
+    if (lane == 0) simt::async_copy_wait(2);
+    look(1);  // the first group only
+    if (lane == 0) simt::async_copy_wait(0);
+    look(2);
+  });
+  const uint32_t garbage = 0xA5A5A5A5u, data = 0x12341234u;
+  EXPECT_EQ(seen[0], (std::array<uint32_t, 3>{garbage, garbage, garbage}));
+  EXPECT_EQ(seen[1], (std::array<uint32_t, 3>{data, garbage, garbage}));
+  EXPECT_EQ(seen[2], (std::array<uint32_t, 3>{data, data, 0u}));
+}
+
+std::string launch_error(const simt::LaunchConfig& c, const std::function<void()>& body) {
+  return error_of([&] { simt::launch(c, body); });
+}
+
+TEST(SimtEmulatorErrors, SharedMemoryOutsideTheLaunchOrMisalignedIsRefused) {
+  std::vector<uint16_t> source(8);
+  simt::LaunchConfig c = config({1, 1, 1}, {32, 1, 1}, 256);
+  c.readable = {{source.data(), 16}};
+  EXPECT_TRUE(contains(launch_error(c, [&] { simt::async_copy_16(256, source.data(), true); }),
+                       "cp.async destination at shared offset 256 (16 bytes): outside the 256 bytes"));
+  EXPECT_TRUE(contains(launch_error(c,
+                                    [&] {
+                                      uint32_t r[4];
+                                      simt::ldmatrix_x4(r, simt::thread_index().x == 7 ? 248 : 0, false);
+                                    }),
+                       "thread (7,0,0) warp 0 lane 7: ldmatrix.x4 row at shared offset 248"));
+}
+
+TEST(SimtEmulatorErrors, AsyncCopiesFromOutsideTheReadableRangesAreRefused) {
+  std::vector<uint16_t> source(16);
+  simt::LaunchConfig c = config({1, 1, 1}, {1, 1, 1}, 64);
+  c.readable = {{source.data(), 16}};
+  EXPECT_TRUE(contains(launch_error(c, [&] { simt::async_copy_16(0, source.data() + 8, true); }),
+                       "not in the launch's readable ranges"));
+  // Invalid (zero-fill) copies read nothing, whatever their source.
+  EXPECT_EQ(launch_error(c, [&] { simt::async_copy_16(0, nullptr, false); }), "");
+}
+
+TEST(SimtEmulatorErrors, DivergentWarpsAndLanesThatLeaveTheirWarpAreRefused) {
+  const simt::LaunchConfig c = config({1, 1, 1}, {32, 1, 1}, 64);
+  EXPECT_TRUE(contains(launch_error(c,
+                                    [&] {
+                                      uint32_t r[4];
+                                      if (simt::thread_index().x < 16)
+                                        simt::shuffle_xor(0xFFFFFFFFu, 1.0f, 1);
+                                      else
+                                        simt::ldmatrix_x4(r, 0, false);
+                                    }),
+                       "divergent warp"));
+  EXPECT_TRUE(contains(launch_error(c,
+                                    [&] {
+                                      if (simt::thread_index().x != 3) simt::shuffle_xor(0xFFFFFFFFu, 1, 1);
+                                    }),
+                       "exited while its warp waits in __shfl_xor_sync"));
+  EXPECT_TRUE(contains(launch_error(config({1, 1, 1}, {16, 1, 1}), [&] { simt::shuffle_xor(0xFFFFFFFFu, 1, 1); }),
+                       "in a warp of fewer than 32 live lanes (16)"));
+}
+
+TEST(SimtEmulatorErrors, ADeadlockIsReportedWithWhatEachThreadWaitsIn) {
+  // Half of warp 1 waits at the block barrier, the other half in a shuffle
+  // that needs them: nobody can move.
+  const std::string error = launch_error(config({1, 1, 1}, {64, 1, 1}), [&] {
+    const unsigned t = simt::thread_index().x;
+    if (t >= 48)
+      simt::sync_threads();
+    else if (t >= 32)
+      simt::shuffle_xor(0xFFFFFFFFu, 1, 1);
+    else
+      simt::sync_threads();
+  });
+  EXPECT_TRUE(contains(error, "[simt] deadlock in block (0,0,0):"));
+  EXPECT_TRUE(contains(error, "thread 32 waits in __shfl_xor_sync"));
+  EXPECT_TRUE(contains(error, "thread 48 waits in __syncthreads"));
+}
+
+TEST(SimtEmulatorErrors, DeviceFunctionsOutsideALaunchAreALogicError) {
+  EXPECT_THROW(simt::sync_threads(), std::logic_error);
+}
+
+}  // namespace
+}  // namespace stepmix::test
