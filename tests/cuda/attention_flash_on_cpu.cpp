@@ -1,4 +1,5 @@
-// Runs attention_flash_kernel.cuh under the SIMT emulator. This file defines
+// Runs attention_flash_kernel.cuh and attention_reference_kernel.cuh under the
+// SIMT emulator. This file defines
 // CUDA's spellings as macros (cuda_on_cpu.hpp), so CMake keeps it out of the
 // unity batches.
 #include "attention_flash_on_cpu.hpp"
@@ -8,6 +9,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunknown-pragmas"  // #pragma unroll
 #include "kernels/cuda/attention_flash_kernel.cuh"
+#include "kernels/cuda/attention_reference_kernel.cuh"
 #pragma GCC diagnostic pop
 // clang-format on
 
@@ -59,6 +61,21 @@ std::vector<uint16_t> flash_attention_on_cpu(const AttentionProblem& p, const st
   if (p.head_dim == 64) return wide(variant) ? run<64, 4, 2>(p, q, k, v) : run<64, 8, 1>(p, q, k, v);
   if (p.head_dim == 128) return wide(variant) ? run<128, 4, 2>(p, q, k, v) : run<128, 8, 1>(p, q, k, v);
   throw std::invalid_argument("flash_attention_on_cpu: head_dim 64 or 128");
+}
+
+std::vector<uint16_t> reference_attention_on_cpu(const AttentionProblem& p, const std::vector<uint16_t>& q,
+                                                 const std::vector<uint16_t>& k, const std::vector<uint16_t>& v) {
+  std::vector<uint16_t> out(q.size(), 0xA5A5);
+  const int64_t tasks = p.q_rows * p.q_heads;
+  constexpr int kThreads = cuda::kReferenceAttentionThreads;
+  simt::LaunchConfig config;
+  config.grid = {unsigned((tasks + kThreads - 1) / kThreads), 1, 1};
+  config.block = {unsigned(kThreads), 1, 1};
+  simt::launch(config, [&] {
+    cuda::attention_reference_kernel(q.data(), k.data(), v.data(), out.data(), p.q_rows, p.kv_rows, int(p.q_heads),
+                                     int(p.kv_heads), int(p.head_dim), p.causal);
+  });
+  return out;
 }
 
 uint64_t flash_expected_mma_count(const AttentionProblem& p, cuda::FlashVariant variant) {

@@ -6,8 +6,9 @@
 //   (kernels_on_cpu.hpp); runs everywhere, so CI checks every kernel's
 //   arithmetic, lane layout and launch geometry without a GPU, and a GPU run
 //   checks that the hardware agrees.
-// Each provides Buffer (with as<T>()), upload, poisoned (0xA5 bytes),
-// download and the kernels by their cuda:: names, less the stream.
+// Each provides Buffer (as cuda::DeviceBuffer: a size in bytes, as<T>(),
+// data(), upload(host, bytes)), upload, poisoned (0xA5 bytes), download and
+// the kernels by their cuda:: names, less the stream.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -33,6 +34,8 @@ class HostBuffer {
   T* as() const {
     return reinterpret_cast<T*>(storage_.get());
   }
+  void* data() const { return storage_.get(); }
+  void upload(const void* host, std::size_t bytes) { std::memcpy(storage_.get(), host, bytes); }
 
  private:
   struct Free {
@@ -64,7 +67,26 @@ class HostBuffer {
   KERNEL(quantize_e4m3_f32)       \
   KERNEL(quantize_e4m3_bf16)      \
   KERNEL(dequantize_e4m3_to_bf16) \
-  KERNEL(linear_rows_f32)
+  KERNEL(linear_rows_f32)         \
+  KERNEL(timestep_sinusoid)       \
+  KERNEL(cfg_combine)             \
+  KERNEL(euler_step)              \
+  KERNEL(unipc_step_f32)          \
+  KERNEL(flag_non_finite_f32)     \
+  KERNEL(patchify)                \
+  KERNEL(unpatchify)              \
+  KERNEL(fill_zero)               \
+  KERNEL(conv_gather_taps_bf16)   \
+  KERNEL(conv_epilogue_f32)       \
+  KERNEL(channel_rms_norm)        \
+  KERNEL(upsample_nearest2)       \
+  KERNEL(duplicate_up)            \
+  KERNEL(channel_slice)           \
+  KERNEL(unpatchify_clamped)      \
+  KERNEL(patchify_pixels)         \
+  KERNEL(average_down)            \
+  KERNEL(split_qkv)               \
+  KERNEL(softmax_rows)
 
 struct OnGpu {
   using Buffer = cuda::DeviceBuffer;
