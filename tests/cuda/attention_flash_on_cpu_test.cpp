@@ -3,7 +3,8 @@
 // the CPU reference, and both flash variants on the
 // ragged problems of the GPU tests, held to the same bounds against the CPU
 // reference kernel and float64 (attention_cases.hpp), with the number of
-// tensor-core products the launch must issue. A lane-layout, masking,
+// tensor-core products the launch must issue and no shared-memory bank
+// conflicts. A lane-layout, masking,
 // tiling, shared-memory or cp.async ordering mistake fails here; the GPU test
 // CudaAttention.FlashOnTheGpuMatchesItsCpuEmulation checks that the hardware
 // agrees with the emulation.
@@ -47,6 +48,9 @@ TEST_P(FlashAttentionOnCpu, BothVariantsMeetTheGpuBoundsAgainstTheReferenceAndFl
     const std::string what = variant == cuda::FlashVariant::Rows16PerWarp ? "16 rows per warp" : "32 rows per warp";
     const std::vector<uint16_t> flash = flash_attention_on_cpu(p, o.q, o.k, o.v, variant);
     EXPECT_EQ(simt::last_launch_counters().mma, flash_expected_mma_count(p, variant)) << what;
+    // The XOR swizzle makes every ldmatrix read and cp.async write of the
+    // tiles conflict-free.
+    EXPECT_EQ(simt::last_launch_counters().shared_bank_conflicts, 0u) << what;
     expect_flash_bounds(flash, reference, exact, o.max_v, what);
   }
 }

@@ -6,6 +6,7 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdlib>
 #include <deque>
@@ -59,6 +60,11 @@ struct Warp {
   Op op[2] = {};
   uint64_t argument[2] = {};  // mask and lane mask, which every lane must agree on
   LaneSlot slot[2][kWarpSize];
+  // The shared-memory destinations of the warp's cp.async instructions not
+  // yet seen from every lane: the n-th copy of each lane is taken as one
+  // instruction (the kernels issue them from convergent code).
+  uint64_t first_open_copy = 0;
+  std::deque<std::array<int64_t, kWarpSize>> open_copies;  // -1: lane not yet there
 };
 
 struct AsyncCopy {
@@ -69,6 +75,7 @@ struct AsyncCopy {
 
 struct Fiber {
   ucontext_t context{};
+  uint64_t copies_issued = 0;
   char* stack = nullptr;
   Dim3 thread;
   int warp = 0, lane = 0;
@@ -228,6 +235,32 @@ void land(const std::vector<AsyncCopy>& group) {
   }
 }
 
+// ---- shared-memory banks
+// 32 banks of 4 bytes: a 16-byte row or access covers the 4 banks of group
+// (address / 16) % 8. The hardware serves 16-byte accesses 8 lanes (or 8
+// ldmatrix rows) at a time; a phase takes as many wavefronts as the most
+// distinct addresses that fall in one bank group (equal addresses are one).
+// Returns the wavefronts beyond one.
+uint64_t extra_wavefronts(const int64_t* addresses, int count) {
+  int64_t distinct[8][8];
+  int in_group[8] = {};
+  int worst = 0;
+  for (int i = 0; i < count; ++i) {
+    if (addresses[i] < 0) continue;
+    const int group = int((addresses[i] / 16) % 8);
+    bool seen = false;
+    for (int j = 0; j < in_group[group]; ++j) seen = seen || distinct[group][j] == addresses[i];
+    if (!seen) distinct[group][in_group[group]++] = addresses[i];
+    worst = std::max(worst, in_group[group]);
+  }
+  return worst > 1 ? uint64_t(worst - 1) : 0;
+}
+
+void count_copy_conflicts(LaunchCounters& counters, const std::array<int64_t, kWarpSize>& dst) {
+  for (int phase = 0; phase < kWarpSize / 8; ++phase)
+    counters.shared_bank_conflicts += extra_wavefronts(dst.data() + 8 * phase, 8);
+}
+
 // ---- warp collectives
 
 void count_warp_instruction(LaunchCounters& counters, Op op) {
@@ -339,7 +372,11 @@ void launch(const LaunchConfig& config, const std::function<void()>& thread_body
             switch_to_fiber(e, int(t));
           }
           if (!e.error.empty()) throw Error("simt", e.error);
-          if (!any) break;
+          if (!any) {
+            for (const Warp& w : e.warps)  // copies some lanes never issued (divergent code)
+              for (const auto& dst : w.open_copies) count_copy_conflicts(e.counters, dst);
+            break;
+          }
           if (e.progress == before) {
             std::ostringstream s;
             s << "deadlock in block (" << bx << "," << by << "," << bz << "):";
@@ -395,8 +432,25 @@ void async_copy_16(uint32_t dst, const void* src, bool valid) {
     }
     fail_in_fiber();
   }
-  ++emulator().counters.async_copies;
-  fiber().uncommitted.push_back({dst, src, valid});
+  Emulator& e = emulator();
+  Fiber& f = fiber();
+  ++e.counters.async_copies;
+  f.uncommitted.push_back({dst, src, valid});
+  // Bank conflicts of this instruction once every live lane of the warp has
+  // issued it.
+  Warp& w = e.warps[std::size_t(f.warp)];
+  const uint64_t n = f.copies_issued++ - w.first_open_copy;
+  while (w.open_copies.size() <= n) {
+    w.open_copies.emplace_back();
+    w.open_copies.back().fill(-1);
+  }
+  w.open_copies[n][std::size_t(f.lane)] = dst;
+  while (!w.open_copies.empty() && std::count_if(w.open_copies.front().begin(), w.open_copies.front().end(),
+                                                 [](int64_t a) { return a >= 0; }) == w.live) {
+    count_copy_conflicts(e.counters, w.open_copies.front());
+    w.open_copies.pop_front();
+    ++w.first_open_copy;
+  }
 }
 
 void async_copy_commit() {
@@ -420,6 +474,11 @@ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address, bool transposed) {
   const uint64_t in[1] = {address};
   const LaneSlot& s =
       collective(transposed ? Op::LdmatrixTransposed : Op::Ldmatrix, 0, in, 1, [transposed](LaneSlot* lanes) {
+        for (int i = 0; i < 4; ++i) {  // one phase per matrix
+          int64_t rows[8];
+          for (int r = 0; r < 8; ++r) rows[r] = int64_t(lanes[8 * i + r].in[0]);
+          emulator().counters.shared_bank_conflicts += extra_wavefronts(rows, 8);
+        }
         // element (row, column) of matrix i
         auto element = [lanes](int i, int row, int column) {
           return uint32_t(shared_b16(uint32_t(lanes[8 * i + row].in[0]) + 2 * column));

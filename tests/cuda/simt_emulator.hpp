@@ -54,8 +54,13 @@ struct LaunchConfig {
 // What the last launch did, for tests that check a kernel took the path they
 // meant to exercise: warp instructions (shuffles, ldmatrix, mma) count once
 // per warp, block_syncs and async_copies once per thread.
+// shared_bank_conflicts: the wavefronts beyond the conflict-free minimum of
+// the ldmatrix reads and cp.async writes (32 banks of 4 bytes; 16-byte
+// accesses served 8 lanes or 8 rows at a time; the n-th cp.async of each lane
+// of a warp taken as one instruction).
 struct LaunchCounters {
   uint64_t threads = 0, block_syncs = 0, shuffles = 0, ldmatrix = 0, mma = 0, async_copies = 0;
+  uint64_t shared_bank_conflicts = 0;
 };
 
 void launch(const LaunchConfig& config, const std::function<void()>& thread_body);

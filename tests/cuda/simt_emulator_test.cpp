@@ -71,11 +71,12 @@ void stage_rows(uint32_t offset, const std::vector<uint16_t>& values) {
   simt::async_copy_wait(0);
 }
 
-TEST(SimtEmulator, LdmatrixAndMmaComputeATimesBTransposedFromRowMajorTiles) {
-  // A 16×16 and B 16×16 (two n8 tiles of keys × k) row-major, as the flash
-  // kernel holds Q and K: D = A·Bᵀ + C.
-  const std::vector<uint16_t> a = normal_bf16(256, 1, 1.0f), b = normal_bf16(256, 2, 1.0f);
-  const std::vector<float> c = normal_floats(256, 3, 1.0f);
+// One warp computes D = A·B + C (16×16, float32) with two mma.m16n8k16: A
+// 16×16 row-major through ldmatrix; B either row-major n × k (as the flash
+// kernel holds K, so D = A·Bᵀ) through ldmatrix, or row-major k × n (as it
+// holds V) through ldmatrix.trans.
+std::vector<float> warp_product(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b,
+                                const std::vector<float>& c, bool b_k_by_n) {
   std::vector<float> d(256);
   simt::LaunchConfig cfg = config({1, 1, 1}, {32, 1, 1}, 1024);
   cfg.readable = {{a.data(), 512}, {b.data(), 512}};
@@ -88,58 +89,35 @@ TEST(SimtEmulator, LdmatrixAndMmaComputeATimesBTransposedFromRowMajorTiles) {
     simt::sync_threads();
     uint32_t af[4], bf[4];
     simt::ldmatrix_x4(af, uint32_t((lane % 16) * 32 + (lane / 16) * 16), false);
-    simt::ldmatrix_x4(bf, uint32_t(512 + ((lane % 8) + (lane / 16) * 8) * 32 + ((lane / 8) % 2) * 16), false);
+    if (b_k_by_n)
+      simt::ldmatrix_x4(bf, uint32_t(512 + ((lane % 8) + ((lane / 8) % 2) * 8) * 32 + (lane / 16) * 16), true);
+    else
+      simt::ldmatrix_x4(bf, uint32_t(512 + ((lane % 8) + (lane / 16) * 8) * 32 + ((lane / 8) % 2) * 16), false);
     for (int n8 = 0; n8 < 2; ++n8) {
-      float acc[4] = {c[g * 16 + n8 * 8 + 2 * t], c[g * 16 + n8 * 8 + 2 * t + 1], c[(g + 8) * 16 + n8 * 8 + 2 * t],
-                      c[(g + 8) * 16 + n8 * 8 + 2 * t + 1]};
+      const int r0 = g * 16 + n8 * 8 + 2 * t, r1 = (g + 8) * 16 + n8 * 8 + 2 * t;  // C/D fragment elements
+      float acc[4] = {c[r0], c[r0 + 1], c[r1], c[r1 + 1]};
       simt::mma_m16n8k16_bf16(acc, af, bf[2 * n8], bf[2 * n8 + 1]);
-      d[g * 16 + n8 * 8 + 2 * t] = acc[0];
-      d[g * 16 + n8 * 8 + 2 * t + 1] = acc[1];
-      d[(g + 8) * 16 + n8 * 8 + 2 * t] = acc[2];
-      d[(g + 8) * 16 + n8 * 8 + 2 * t + 1] = acc[3];
+      d[r0] = acc[0], d[r0 + 1] = acc[1], d[r1] = acc[2], d[r1 + 1] = acc[3];
     }
   });
-  for (int m = 0; m < 16; ++m)
-    for (int n = 0; n < 16; ++n) {
-      double want = c[m * 16 + n];
-      for (int k = 0; k < 16; ++k) want += double(bf16_to_float(a[m * 16 + k])) * bf16_to_float(b[n * 16 + k]);
-      EXPECT_EQ(d[m * 16 + n], float(want)) << m << "," << n;
-    }
-  EXPECT_EQ(simt::last_launch_counters().mma, 2u);  // per warp
+  return d;
 }
 
-TEST(SimtEmulator, TransposedLdmatrixGivesTheBOperandOfARowMajorKByNTile) {
-  // B 16×16 row-major as k × n (keys × head dims, as the flash kernel holds
-  // V): D = A·B through ldmatrix.trans.
-  const std::vector<uint16_t> a = normal_bf16(256, 4, 1.0f), b = normal_bf16(256, 5, 1.0f);
-  std::vector<float> d(256);
-  simt::LaunchConfig cfg = config({1, 1, 1}, {32, 1, 1}, 1024);
-  cfg.readable = {{a.data(), 512}, {b.data(), 512}};
-  simt::launch(cfg, [&] {
-    const int lane = int(simt::thread_index().x), g = lane / 4, t = lane % 4;
-    if (lane == 0) {
-      stage_rows(0, a);
-      stage_rows(512, b);
-    }
-    simt::sync_threads();
-    uint32_t af[4], bf[4];
-    simt::ldmatrix_x4(af, uint32_t((lane % 16) * 32 + (lane / 16) * 16), false);
-    simt::ldmatrix_x4(bf, uint32_t(512 + ((lane % 8) + ((lane / 8) % 2) * 8) * 32 + (lane / 16) * 16), true);
-    for (int n8 = 0; n8 < 2; ++n8) {
-      float acc[4] = {0, 0, 0, 0};
-      simt::mma_m16n8k16_bf16(acc, af, bf[2 * n8], bf[2 * n8 + 1]);
-      d[g * 16 + n8 * 8 + 2 * t] = acc[0];
-      d[g * 16 + n8 * 8 + 2 * t + 1] = acc[1];
-      d[(g + 8) * 16 + n8 * 8 + 2 * t] = acc[2];
-      d[(g + 8) * 16 + n8 * 8 + 2 * t + 1] = acc[3];
-    }
-  });
-  for (int m = 0; m < 16; ++m)
-    for (int n = 0; n < 16; ++n) {
-      double want = 0;
-      for (int k = 0; k < 16; ++k) want += double(bf16_to_float(a[m * 16 + k])) * bf16_to_float(b[k * 16 + n]);
-      EXPECT_EQ(d[m * 16 + n], float(want)) << m << "," << n;
-    }
+TEST(SimtEmulator, LdmatrixAndMmaComputeProductsOfRowMajorTiles) {
+  const std::vector<uint16_t> a = normal_bf16(256, 1, 1.0f), b = normal_bf16(256, 2, 1.0f);
+  const std::vector<float> c = normal_floats(256, 3, 1.0f);
+  for (bool b_k_by_n : {false, true}) {
+    const std::vector<float> d = warp_product(a, b, c, b_k_by_n);
+    EXPECT_EQ(simt::last_launch_counters().mma, 2u);  // per warp
+    for (int m = 0; m < 16; ++m)
+      for (int n = 0; n < 16; ++n) {
+        double want = c[std::size_t(m * 16 + n)];
+        for (int k = 0; k < 16; ++k)
+          want += double(bf16_to_float(a[std::size_t(m * 16 + k)])) *
+                  bf16_to_float(b[std::size_t(b_k_by_n ? k * 16 + n : n * 16 + k)]);
+        ASSERT_EQ(d[std::size_t(m * 16 + n)], float(want)) << m << "," << n << (b_k_by_n ? " (.trans)" : "");
+      }
+  }
 }
 
 TEST(SimtEmulator, AsyncCopiesLandAtTheirWaitAndInvalidOnesZeroFill) {
@@ -176,6 +154,26 @@ TEST(SimtEmulator, AsyncCopiesLandAtTheirWaitAndInvalidOnesZeroFill) {
   EXPECT_EQ(seen[0], (std::array<uint32_t, 3>{garbage, garbage, garbage}));
   EXPECT_EQ(seen[1], (std::array<uint32_t, 3>{data, garbage, garbage}));
   EXPECT_EQ(seen[2], (std::array<uint32_t, 3>{data, data, 0u}));
+}
+
+TEST(SimtEmulator, SharedBankConflictsAreCounted) {
+  // Eight 16-byte rows 128 bytes apart all start on bank 0: each ldmatrix
+  // phase (matrix) takes 8 wavefronts, 7 more than needed; XOR-swizzling the
+  // chunk with the row, as the flash kernel does, spreads them over the 8
+  // bank groups. The same for a warp of 16-byte cp.async writes.
+  std::vector<uint16_t> source(8);
+  for (bool swizzled : {false, true}) {
+    simt::LaunchConfig c = config({1, 1, 1}, {32, 1, 1}, 8192);
+    c.readable = {{source.data(), 16}};
+    simt::launch(c, [&] {
+      const uint32_t lane = simt::thread_index().x, row = lane % 8 + 8 * (lane / 8);
+      const uint32_t chunk = swizzled ? (lane % 8) : 0;
+      uint32_t r[4];
+      simt::ldmatrix_x4(r, row * 128 + chunk * 16, false);
+      simt::async_copy_16(row * 256 + chunk * 16, source.data(), true);
+    });
+    EXPECT_EQ(simt::last_launch_counters().shared_bank_conflicts, swizzled ? 0u : 4u * 7 + 4u * 7);
+  }
 }
 
 std::string launch_error(const simt::LaunchConfig& c, const std::function<void()>& body) {
