@@ -5,7 +5,7 @@
 #include "attention_flash_on_cpu.hpp"
 
 // clang-format off
-#include "cuda_on_cpu.hpp"
+#include "on_cpu/cuda_on_cpu.hpp"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunknown-pragmas"  // #pragma unroll
 #include "kernels/cuda/attention_flash_kernel.cuh"

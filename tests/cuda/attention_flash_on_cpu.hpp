@@ -10,7 +10,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
-#include "simt_emulator.hpp"
+#include "on_cpu/simt_emulator.hpp"
 
 namespace stepmix::test {
 

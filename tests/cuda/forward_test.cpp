@@ -175,8 +175,8 @@ TEST_F(CudaForward, ResidentBatchWithinTheBf16BoundOfSinglePasses) {
       EXPECT_EQ(b, first[i]) << "sample " << i << ": the same call twice";
       const double d = max_normalised_deviation(b, a);
       EXPECT_LE(d, bound) << precision_json_name(mode) << " sample " << i;
-      std::printf("[ measured ] cuda resident batch %s sample %d vs single pass %.2e (%s)\n", precision_json_name(mode),
-                  i, d, same_bits(b, a) ? "same bits" : "bits differ");
+      std::printf("[ measured ] cuda resident batch %s sample %d vs single pass %.2e (%s)\n",
+                  std::string(precision_json_name(mode)).c_str(), i, d, same_bits(b, a) ? "same bits" : "bits differ");
     }
   }
   EXPECT_EQ(model.rope_cache().builds(), 2u) << "the rotary tables of both passes, built once";

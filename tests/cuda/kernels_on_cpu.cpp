@@ -4,7 +4,7 @@
 #include "kernels_on_cpu.hpp"
 
 // clang-format off
-#include "cuda_on_cpu.hpp"
+#include "on_cpu/cuda_on_cpu.hpp"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunknown-pragmas"  // #pragma unroll
 #include "kernels/cuda/elementwise_kernels.cuh"

@@ -3,7 +3,7 @@
 // fragment layouts (through the lane addressing CUTLASS and FlashAttention use
 // to compute A·Bᵀ and A·B from row-major tiles), cp.async landing only at its
 // wait, and the errors a broken kernel gets.
-#include "simt_emulator.hpp"
+#include "on_cpu/simt_emulator.hpp"
 
 #include <gtest/gtest.h>
 

@@ -15,6 +15,7 @@
 #include "cuda_test_util.hpp"
 #include "kernels/channel_norm_kernels.hpp"
 #include "kernels/conv_kernels.hpp"
+#include "stepmix/error.hpp"
 #include "vae/device_frames.hpp"
 #include "vae/layers.hpp"
 #include "vae/vae_test_util.hpp"

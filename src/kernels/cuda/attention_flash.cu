@@ -11,7 +11,7 @@ namespace stepmix::cuda {
 namespace {
 
 using detail::check_cuda;
-using detail::check_launch;
+using detail::launch_kernel;
 
 template <int D, int kWarps, int kTilesPerWarp>
 void launch_flash(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out,
@@ -28,10 +28,8 @@ void launch_flash(const AttentionProblem& p, const uint16_t* q, const uint16_t* 
   (void)shared_memory_set;
   const dim3 grid(unsigned((p.q_rows + kBlockRows - 1) / kBlockRows), unsigned(p.q_heads));
   const float scale_log2 = flash_scale_log2(p.head_dim);
-  kernel<<<grid, Shape::kThreads, Shape::kSharedBytes, stream>>>(q, k, v, out, int(p.q_rows), int(p.kv_rows),
-                                                                 int(p.q_heads), int(p.kv_heads), p.causal,
-                                                                 scale_log2);
-  check_launch("attention_flash_bf16");
+  launch_kernel("attention_flash_bf16", kernel, grid, Shape::kThreads, Shape::kSharedBytes, stream, q, k, v, out,
+                int(p.q_rows), int(p.kv_rows), int(p.q_heads), int(p.kv_heads), p.causal, scale_log2);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/cuda_device.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -30,6 +31,19 @@ inline void check_cuda(cudaError_t status, const std::string& operation) {
 // After a kernel launch: a bad configuration (grid, shared memory) is
 // reported here; faults while it runs surface at the next synchronization.
 inline void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
+
+#if defined(__CUDACC__)
+// The one way the .cu files launch a kernel: kernel<<<grid, block,
+// shared_bytes, stream>>>(arguments...), then check_launch(name). A host
+// compiler building these sources for the CPU (the tests' SIMT emulator,
+// tests/cuda/on_cpu/) gets its own launch_kernel from its cuda_runtime.h.
+template <class... Parameters, class... Arguments>
+void launch_kernel(const char* name, void (*kernel)(Parameters...), dim3 grid, dim3 block, std::size_t shared_bytes,
+                   StreamHandle stream, Arguments... arguments) {
+  kernel<<<grid, block, shared_bytes, stream>>>(arguments...);
+  check_launch(name);
+}
+#endif
 
 // Blocks of `threads` covering `work` items, capped for grid-stride loops.
 inline unsigned grid_for(int64_t work, int threads, int64_t max_blocks = 65536) {

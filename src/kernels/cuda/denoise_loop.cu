@@ -22,9 +22,8 @@ void check_pointer(const char* function, int64_t count, const void* x) {
 
 void timestep_sinusoid(float timestep, float timestep_scale, float* out, StreamHandle stream) {
   require(out != nullptr, "timestep_sinusoid", "null device pointer");
-  timestep_sinusoid_kernel<<<1, int(kTimestepChannels / 2), 0, stream>>>(timestep * timestep_scale,
-                                                                          sinusoid_log_max_period(), out);
-  check_launch("timestep_sinusoid");
+  launch_kernel("timestep_sinusoid", timestep_sinusoid_kernel, 1, unsigned(kTimestepChannels / 2), 0, stream,
+                timestep * timestep_scale, sinusoid_log_max_period(), out);
 }
 
 void cfg_combine(const float* v_uncond, const float* v_cond, int64_t count, float guidance, float* guided,

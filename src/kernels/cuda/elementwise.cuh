@@ -22,8 +22,8 @@ template <class Op>
 void launch_each(const char* name, const Op& op, int64_t count, StreamHandle stream) {
   require(count >= 0, name, "negative count " + std::to_string(count));
   if (count == 0) return;
-  elementwise_kernel<<<grid_for(count, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(op, count);
-  check_launch(name);
+  launch_kernel(name, elementwise_kernel<Op>, grid_for(count, kElementwiseThreads), kElementwiseThreads, 0, stream, op,
+                count);
 }
 
 // The same through op.eight(g) where `vectorizable` (every pointer op
@@ -33,9 +33,8 @@ void launch_each_by_eight(const char* name, const Op& op, int64_t count, bool ve
   if (!vectorizable) return launch_each(name, op, count, stream);
   require(count >= 0, name, "negative count " + std::to_string(count));
   if (count == 0) return;
-  elementwise_vec8_kernel<<<grid_for(count / 8 + 1, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(op,
-                                                                                                         count);
-  check_launch(name);
+  launch_kernel(name, elementwise_vec8_kernel<Op>, grid_for(count / 8 + 1, kElementwiseThreads), kElementwiseThreads, 0,
+                stream, op, count);
 }
 
 }  // namespace stepmix::cuda::detail

@@ -55,13 +55,12 @@ void linear_rows_f32(const float* x, const void* w, bool w_is_bf16, int64_t M, i
   const dim3 grid(unsigned((N + kRowsWarpsPerBlock - 1) / kRowsWarpsPerBlock), unsigned(M));
   const int threads = 32 * kRowsWarpsPerBlock;
   if (w_is_bf16) {
-    linear_rows_f32_kernel<<<grid, threads, 0, stream>>>(x, static_cast<const uint16_t*>(w), bias.data, bias.type, N,
-                                                         K, y);
+    launch_kernel("linear_rows_f32", linear_rows_f32_kernel<uint16_t>, grid, threads, 0, stream, x,
+                  static_cast<const uint16_t*>(w), bias.data, bias.type, N, K, y);
   } else {
-    linear_rows_f32_kernel<<<grid, threads, 0, stream>>>(x, static_cast<const float*>(w), bias.data, bias.type, N, K,
-                                                         y);
+    launch_kernel("linear_rows_f32", linear_rows_f32_kernel<float>, grid, threads, 0, stream, x,
+                  static_cast<const float*>(w), bias.data, bias.type, N, K, y);
   }
-  check_launch("linear_rows_f32");
 }
 
 namespace detail {

@@ -19,8 +19,8 @@ void rms_norm_to_bf16(const float* x, int64_t rows, int64_t n, const float* weig
   require(rows <= 0x7FFFFFFF, "rms_norm_to_bf16", "too many rows: " + std::to_string(rows));
   require(rows == 0 || (x && weight && out), "rms_norm_to_bf16", "null device pointer");
   if (rows == 0) return;
-  rms_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(x, n, weight, eps, kind == NormKind::Nemotron, out);
-  check_launch("rms_norm_to_bf16");
+  launch_kernel("rms_norm_to_bf16", rms_norm_kernel, unsigned(rows), kThreads, 0, stream, x, n, weight, eps,
+                kind == NormKind::Nemotron, out);
 }
 
 void head_norm_rotary_bf16(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim, const float* norm_weight,
@@ -34,10 +34,8 @@ void head_norm_rotary_bf16(uint16_t* x, int64_t rows, int64_t heads, int64_t hea
   constexpr int kWarpsPerBlock = kThreads / 32;
   const int64_t blocks = (vectors + kWarpsPerBlock - 1) / kWarpsPerBlock;
   require(blocks <= 0x7FFFFFFF, "head_norm_rotary_bf16", "too many rows");
-  head_norm_rotary_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(x, vectors, int(heads), int(head_dim),
-                                                                     norm_weight, eps, kind == NormKind::Nemotron,
-                                                                     cos, sin);
-  check_launch("head_norm_rotary_bf16");
+  launch_kernel("head_norm_rotary_bf16", head_norm_rotary_kernel, unsigned(blocks), kThreads, 0, stream, x, vectors,
+                int(heads), int(head_dim), norm_weight, eps, kind == NormKind::Nemotron, cos, sin);
 }
 
 void silu_gate_bf16(const uint16_t* gate, const uint16_t* up, int64_t count, uint16_t* out, StreamHandle stream) {

@@ -62,9 +62,8 @@ void channel_rms_norm(const float* x, int64_t positions, int64_t channels, const
   require(positions <= (int64_t(1) << 33), "channel_rms_norm", "at most 2^33 positions");
   if (positions == 0) return;
   constexpr int threads = 256;
-  channel_rms_norm_kernel<<<grid_for(positions * 32, threads, int64_t(1) << 30), threads, 0, stream>>>(
-      x, positions, channels, gamma, scale, silu, bf16_out, y);
-  check_launch("channel_rms_norm");
+  launch_kernel("channel_rms_norm", channel_rms_norm_kernel, grid_for(positions * 32, threads, int64_t(1) << 30),
+                threads, 0, stream, x, positions, channels, gamma, scale, silu, bf16_out, y);
 }
 
 void upsample_nearest2(const float* x, int64_t h, int64_t w, int64_t c, bool bf16_out, void* y, StreamHandle stream) {
@@ -132,8 +131,7 @@ void softmax_rows(float* s, int64_t rows, int64_t n, StreamHandle stream) {
   require(rows <= 2147483647, "softmax_rows", "at most 2^31 - 1 rows");
   if (rows == 0) return;
   require(s != nullptr, "softmax_rows", "null device pointer");
-  softmax_rows_kernel<<<unsigned(rows), kSoftmaxThreads, 0, stream>>>(s, n);
-  check_launch("softmax_rows");
+  launch_kernel("softmax_rows", softmax_rows_kernel, unsigned(rows), kSoftmaxThreads, 0, stream, s, n);
 }
 
 }  // namespace stepmix::cuda

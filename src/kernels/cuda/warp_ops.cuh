@@ -5,9 +5,10 @@
 //
 // The kernel (attention_flash_kernel.cuh) names nothing else of the GPU but
 // threadIdx, blockIdx, __syncthreads and __shfl_xor_sync, so the tests run
-// the same kernel source on the CPU (tests/cuda/simt_emulator.hpp provides
-// these functions there, with the layouts of the PTX ISA and checks on every
-// address) and the GPU tests only have to confirm the hardware agrees.
+// the same kernel source on the CPU (tests/cuda/cuda_on_cpu.hpp provides
+// these functions there, on the SIMT emulator, with the layouts of the PTX
+// ISA and checks on every address) and the GPU tests only have to confirm
+// the hardware agrees. A host compiler sees nothing here.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -15,6 +16,7 @@
 
 #include <cstdint>
 
+#if defined(__CUDACC__)
 namespace stepmix::cuda {
 namespace {
 
@@ -68,3 +70,4 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 
 }  // namespace
 }  // namespace stepmix::cuda
+#endif

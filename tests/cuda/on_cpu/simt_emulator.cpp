@@ -1,28 +1,29 @@
-// The SIMT emulator (simt_emulator.hpp): fibers on ucontext, one per thread
+// The SIMT emulator (simt_emulator.hpp): one fiber (Boost.Context) per thread
 // of the running block, and the warp collectives computed from all lanes'
 // inputs with the PTX ISA's fragment layouts.
 #include "simt_emulator.hpp"
 
-#include <ucontext.h>
+// AddressSanitizer follows Boost.Context's switches only on its ucontext
+// implementation (with BOOST_USE_ASAN); elsewhere the fcontext one, whose
+// switches make no system call, is several times faster.
+#if defined(__SANITIZE_ADDRESS__)
+#define BOOST_USE_UCONTEXT
+#define BOOST_USE_ASAN
+#endif
+#include <boost/context/fiber.hpp>
+#include <boost/context/preallocated.hpp>
+#include <boost/context/stack_context.hpp>
 
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdlib>
-#include <deque>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
 
 #include "core/numerics.hpp"
 #include "stepmix/error.hpp"
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/common_interface_defs.h>
-#define STEPMIX_SIMT_ASAN 1
-#else
-#define STEPMIX_SIMT_ASAN 0
-#endif
 
 namespace stepmix::simt {
 namespace {
@@ -64,7 +65,7 @@ struct Warp {
   // yet seen from every lane: the n-th copy of each lane is taken as one
   // instruction (the kernels issue them from convergent code).
   uint64_t first_open_copy = 0;
-  std::deque<std::array<int64_t, kWarpSize>> open_copies;  // -1: lane not yet there
+  std::vector<std::array<int64_t, kWarpSize>> open_copies;  // -1: lane not yet there
 };
 
 struct AsyncCopy {
@@ -74,15 +75,15 @@ struct AsyncCopy {
 };
 
 struct Fiber {
-  ucontext_t context{};
+  boost::context::fiber context;    // resumes this thread; empty once it has finished
+  boost::context::fiber scheduler;  // resumes the scheduler, while this thread runs
   uint64_t copies_issued = 0;
-  char* stack = nullptr;
   Dim3 thread;
   int warp = 0, lane = 0;
   bool done = false;
   const char* waiting_in = "";  // what the fiber waits in, for deadlock reports
   std::vector<AsyncCopy> uncommitted;
-  std::deque<std::vector<AsyncCopy>> in_flight;
+  std::vector<std::vector<AsyncCopy>> in_flight;  // oldest first
 };
 
 struct Emulator {
@@ -91,20 +92,15 @@ struct Emulator {
   Dim3 block;
   std::vector<unsigned char> shared;
   std::vector<Fiber> fibers;
-  std::unique_ptr<char[]> stacks;
   std::vector<Warp> warps;
   int current = -1;
-  ucontext_t scheduler{};
   unsigned block_generation = 0;
   int block_arrived = 0, block_live = 0;
   uint64_t progress = 0;  // arrivals, releases and exits: a pass without any is a deadlock
+  uint64_t waits = 0;     // block barriers and warp collectives reached
+  bool direct = false;    // threads run as plain calls (see launch)
   std::string error;
   LaunchCounters counters;
-#if STEPMIX_SIMT_ASAN
-  void* scheduler_fake_stack = nullptr;
-  const void* scheduler_stack_bottom = nullptr;
-  std::size_t scheduler_stack_size = 0;
-#endif
 };
 
 thread_local Emulator* active = nullptr;
@@ -118,30 +114,24 @@ Fiber& fiber() { return emulator().fibers[std::size_t(emulator().current)]; }
 
 // ---- switching between the scheduler and the fibers
 
+// In a fiber: back to the scheduler, until it resumes this thread.
 void switch_to_scheduler() {
-  Emulator& e = emulator();
   Fiber& f = fiber();
-#if STEPMIX_SIMT_ASAN
-  void* fake_stack = nullptr;
-  __sanitizer_start_switch_fiber(f.done ? nullptr : &fake_stack, e.scheduler_stack_bottom, e.scheduler_stack_size);
-  swapcontext(&f.context, &e.scheduler);
-  __sanitizer_finish_switch_fiber(fake_stack, &e.scheduler_stack_bottom, &e.scheduler_stack_size);
-#else
-  swapcontext(&f.context, &e.scheduler);
-#endif
+  f.scheduler = std::move(f.scheduler).resume();
 }
 
 void switch_to_fiber(Emulator& e, int index) {
   e.current = index;
   Fiber& f = e.fibers[std::size_t(index)];
-#if STEPMIX_SIMT_ASAN
-  __sanitizer_start_switch_fiber(&e.scheduler_fake_stack, f.stack, kStackBytes);
-  swapcontext(&e.scheduler, &f.context);
-  __sanitizer_finish_switch_fiber(e.scheduler_fake_stack, nullptr, nullptr);
-#else
-  swapcontext(&e.scheduler, &f.context);
-#endif
+  f.context = std::move(f.context).resume();
 }
+
+// The stacks are the emulator's (cached across launches): Boost.Context only
+// places its record at the top of one and has nothing to free.
+struct BorrowedStack {
+  boost::context::stack_context allocate() { throw std::logic_error("simt: stacks are preallocated"); }
+  void deallocate(boost::context::stack_context&) noexcept {}
+};
 
 std::string where(const Emulator& e, const Fiber& f) {
   std::ostringstream s;
@@ -151,8 +141,9 @@ std::string where(const Emulator& e, const Fiber& f) {
 }
 
 // Records the first error and leaves the fiber for good; the scheduler ends
-// the launch. Nothing with a destructor may be alive in the caller's frame.
+// the launch (and Boost.Context unwinds the fibers it leaves suspended).
 [[noreturn]] void fail_in_fiber() {
+  if (emulator().direct) throw Error("simt", emulator().error);
   fiber().done = true;
   switch_to_scheduler();
   std::abort();  // never resumed
@@ -169,11 +160,10 @@ void set_error(const std::string& what) {
     fail_in_fiber();       \
   } while (0)
 
+// A thread's whole life in its fiber; on return the fiber resumes the
+// scheduler and ends.
 void fiber_main() {
   Emulator& e = emulator();
-#if STEPMIX_SIMT_ASAN
-  __sanitizer_finish_switch_fiber(nullptr, &e.scheduler_stack_bottom, &e.scheduler_stack_size);
-#endif
   try {
     (*e.body)();
   } catch (const std::exception& error) {
@@ -191,8 +181,6 @@ void fiber_main() {
   }
   ++e.progress;
   f.done = true;
-  switch_to_scheduler();
-  std::abort();  // never resumed
 }
 
 void yield_waiting(const char* what) {
@@ -261,6 +249,18 @@ void count_copy_conflicts(LaunchCounters& counters, const std::array<int64_t, kW
     counters.shared_bank_conflicts += extra_wavefronts(dst.data() + 8 * phase, 8);
 }
 
+// Where a thread reaches a barrier or a collective: fibers only.
+void note_wait(const char* what) {
+  Emulator& e = emulator();
+  ++e.waits;
+  if (e.direct) {
+    set_error(std::string("reaches ") + what +
+              ", but no thread of the launch's first block waited anywhere, so the other blocks run without "
+              "fibers: a kernel must wait in every block or in none");
+    throw Error("simt", e.error);
+  }
+}
+
 // ---- warp collectives
 
 void count_warp_instruction(LaunchCounters& counters, Op op) {
@@ -277,6 +277,7 @@ void count_warp_instruction(LaunchCounters& counters, Op op) {
 // them. `argument` must be the same on every lane.
 template <class Compute>
 const LaneSlot& collective(Op op, uint64_t argument, const uint64_t* in, int count, Compute compute) {
+  note_wait(op_name(op));
   Emulator& e = emulator();
   Fiber& f = fiber();
   Warp& w = e.warps[std::size_t(f.warp)];
@@ -328,7 +329,14 @@ void launch(const LaunchConfig& config, const std::function<void()>& thread_body
   e.config = &config;
   e.body = &thread_body;
   e.fibers.resize(threads);
-  e.stacks.reset(new char[threads * kStackBytes]);
+  // The fiber stacks stay allocated for the next launch: their pages are
+  // touched once, not at every launch.
+  static thread_local std::unique_ptr<char[]> stacks;
+  static thread_local std::size_t stack_count = 0;
+  if (stack_count < threads) {
+    stacks.reset(new char[threads * kStackBytes]);
+    stack_count = threads;
+  }
   e.warps.resize((threads + kWarpSize - 1) / kWarpSize);
   active = &e;
   struct Deactivate {
@@ -355,14 +363,25 @@ void launch(const LaunchConfig& config, const std::function<void()>& thread_body
                       unsigned(t / (uint64_t(config.block.x) * config.block.y))};
           f.warp = int(t / kWarpSize);
           f.lane = int(t % kWarpSize);
-          f.stack = e.stacks.get() + t * kStackBytes;
-          getcontext(&f.context);
-          f.context.uc_stack.ss_sp = f.stack;
-          f.context.uc_stack.ss_size = kStackBytes;
-          f.context.uc_link = nullptr;
-          makecontext(&f.context, fiber_main, 0);
+          if (e.direct) continue;
+          boost::context::stack_context stack;
+          stack.size = kStackBytes;
+          stack.sp = stacks.get() + (t + 1) * kStackBytes;  // stacks grow down
+          f.context = boost::context::fiber(std::allocator_arg, boost::context::preallocated(stack.sp, stack.size, stack),
+                                            BorrowedStack{}, [&e, t](boost::context::fiber&& scheduler) {
+                                              e.fibers[t].scheduler = std::move(scheduler);
+                                              fiber_main();
+                                              return std::move(e.fibers[t].scheduler);
+                                            });
         }
         e.counters.threads += threads;
+        if (e.direct) {
+          for (std::size_t t = 0; t < threads; ++t) {
+            e.current = int(t);
+            (*e.body)();
+          }
+          continue;
+        }
         for (;;) {
           const uint64_t before = e.progress;
           bool any = false;
@@ -385,6 +404,10 @@ void launch(const LaunchConfig& config, const std::function<void()>& thread_body
             throw Error("simt", s.str());
           }
         }
+        // A kernel none of whose threads waited in the first block (the
+        // elementwise ones) runs its other blocks' threads one after another
+        // as plain calls, without fibers.
+        if (e.waits == 0) e.direct = true;
       }
   last_counters = e.counters;
 }
@@ -397,6 +420,7 @@ const Dim3& block_dimensions() { return emulator().config->block; }
 const Dim3& grid_dimensions() { return emulator().config->grid; }
 
 void sync_threads() {
+  note_wait("__syncthreads");
   Emulator& e = emulator();
   ++e.counters.block_syncs;
   const unsigned generation = e.block_generation;
@@ -448,7 +472,7 @@ void async_copy_16(uint32_t dst, const void* src, bool valid) {
   while (!w.open_copies.empty() && std::count_if(w.open_copies.front().begin(), w.open_copies.front().end(),
                                                  [](int64_t a) { return a >= 0; }) == w.live) {
     count_copy_conflicts(e.counters, w.open_copies.front());
-    w.open_copies.pop_front();
+    w.open_copies.erase(w.open_copies.begin());
     ++w.first_open_copy;
   }
 }
@@ -463,7 +487,7 @@ void async_copy_wait(int groups_in_flight) {
   Fiber& f = fiber();
   while (f.in_flight.size() > std::size_t(groups_in_flight)) {
     land(f.in_flight.front());
-    f.in_flight.pop_front();
+    f.in_flight.erase(f.in_flight.begin());
   }
 }
 
