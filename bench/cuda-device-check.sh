@@ -58,7 +58,8 @@ forward_layers="${CUDA_CHECK_FORWARD_LAYERS:-4}"
 # link and pkgconf itself (a machine may have no pkg-config).
 deb_packages=(nlohmann-json3-dev libcli11-dev libgtest-dev libpng-dev libpng16-16 zlib1g-dev zlib1g
   libonig-dev libonig5 libutf8proc-dev libutf8proc2 libssl-dev libssl3 libfreetype-dev libfreetype6 libbrotli1
-  libfontconfig-dev libfontconfig1 libexpat1 pkgconf-bin libpkgconf3)
+  libfontconfig-dev libfontconfig1 libexpat1 pkgconf-bin libpkgconf3
+  libboost1.74-dev libboost-context1.74-dev libboost-context1.74.0)
 
 prepare() {
   mkdir -p "$deps/debs" || return 1

@@ -11,10 +11,12 @@ set -euo pipefail
 # libonig-dev + libutf8proc-dev: the tokenizer's regex engine and NFC;
 # libssl-dev: SHA-256 fingerprints of chat templates; zlib1g-dev: the
 # compressed golden tokenizer in the tests; libav*-dev: H.264/MP4 video
-# output and input (src/io/video.cpp).
+# output and input (src/io/video.cpp); libboost-context-dev: the fibers of the
+# tests' SIMT emulator, which runs the CUDA kernels on the CPU
+# (tests/cuda/on_cpu/).
 packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libpng-dev zlib1g-dev
   libonig-dev libutf8proc-dev libssl-dev libfreetype-dev libfontconfig-dev fonts-dejavu-core
-  libavcodec-dev libavformat-dev libswscale-dev libavutil-dev)
+  libavcodec-dev libavformat-dev libswscale-dev libavutil-dev libboost-context-dev)
 case "${1:-}" in
   --bench)
     packages+=(python3-torch python3-numpy libopenblas0-openmp libbenchmark-dev)

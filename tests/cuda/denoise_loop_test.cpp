@@ -1,5 +1,5 @@
-// The denoising loop's CUDA pieces against the CPU code they replace, on the
-// GPU and, through the SIMT emulator, on the CPU (kernel_devices.hpp): the
+// The denoising loop's CUDA pieces against the CPU code they replace (like
+// every GPU test, also run on the CPU's SIMT emulator by test_cuda_on_cpu): the
 // FlowMatch Euler scheduler's fp32 step (the real scheduler, several steps),
 // UniPC's step (whole runs at orders 1 and 2 against the real scheduler's
 // step()), the CFG combination of the denoising loop, patchify/unpatchify and
@@ -11,7 +11,6 @@
 
 #include "core/non_finite.hpp"
 #include "cuda_test_util.hpp"
-#include "kernel_devices.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "model/embedding.hpp"
 #include "sched/flow_match_euler.hpp"
@@ -20,22 +19,19 @@
 namespace stepmix::test {
 namespace {
 
-template <class Device>
-class CudaDenoiseLoop : public KernelTest<Device> {};
-TYPED_TEST_SUITE(CudaDenoiseLoop, KernelDevices, KernelDeviceNames);
+class CudaDenoiseLoop : public CudaTest {};
 
 void expect_same_floats(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << what << " " << i;
 }
 
-TYPED_TEST(CudaDenoiseLoop, CfgAndEulerStepsAreThoseOfTheCpuLoopBitForBit) {
-  using Dev = TypeParam;
+TEST_F(CudaDenoiseLoop, CfgAndEulerStepsAreThoseOfTheCpuLoopBitForBit) {
   const size_t n = 50021;
   std::vector<float> latent = normal_floats(n, 81, 1.0f);
   sched::FlowMatchEulerDiscreteScheduler scheduler(sched::FlowMatchEulerOptions{1000, 3.0});
   scheduler.set_timesteps(6);
-  typename Dev::Buffer d_latent = Dev::upload(latent), d_uncond(n * 4), d_cond(n * 4), d_guided(n * 4);
+  cuda::DeviceBuffer d_latent = to_device(latent), d_uncond(n * 4), d_cond(n * 4), d_guided(n * 4);
   const float guidance = 4.5f;
   for (int step = 0; step < scheduler.num_steps(); ++step) {
     const std::vector<float> v_uncond = normal_floats(n, 90 + step, 1.0f);
@@ -48,19 +44,17 @@ TYPED_TEST(CudaDenoiseLoop, CfgAndEulerStepsAreThoseOfTheCpuLoopBitForBit) {
 
     d_uncond.upload(v_uncond.data(), n * 4);
     d_cond.upload(v_cond.data(), n * 4);
-    Dev::cfg_combine(d_uncond.template as<float>(), d_cond.template as<float>(), int64_t(n), guidance,
-                     d_guided.template as<float>());
-    expect_same_floats(Dev::template download<float>(d_guided, n), guided, "cfg");
-    Dev::euler_step(d_latent.template as<float>(), d_guided.template as<float>(), int64_t(n), dt);
-    expect_same_floats(Dev::template download<float>(d_latent, n), latent, "euler");
+    cuda::cfg_combine(d_uncond.as<float>(), d_cond.as<float>(), int64_t(n), guidance, d_guided.as<float>(), nullptr);
+    expect_same_floats(to_host<float>(d_guided, n), guided, "cfg");
+    cuda::euler_step(d_latent.as<float>(), d_guided.as<float>(), int64_t(n), dt, nullptr);
+    expect_same_floats(to_host<float>(d_latent, n), latent, "euler");
   }
 }
 
 // Every step of a run: the scheduler's own step() on the host, the same step
 // as begin_latent_step's coefficients through unipc_step_f32 on the device
 // (history in device memory, renamed by LatentHistory::advance), bit for bit.
-TYPED_TEST(CudaDenoiseLoop, UniPCStepsAreThoseOfTheSchedulerBitForBit) {
-  using Dev = TypeParam;
+TEST_F(CudaDenoiseLoop, UniPCStepsAreThoseOfTheSchedulerBitForBit) {
   const size_t n = 50021;
   for (int order : {1, 2}) {
     for (int steps : {3, 35}) {
@@ -71,8 +65,8 @@ TYPED_TEST(CudaDenoiseLoop, UniPCStepsAreThoseOfTheSchedulerBitForBit) {
       host.set_timesteps(steps);
       device.set_timesteps(steps);
       std::vector<float> latent = normal_floats(n, 83, 1.0f);
-      typename Dev::Buffer d_latent = Dev::upload(latent), d_v(n * 4), d_history(4 * n * 4);
-      float* h = d_history.template as<float>();
+      cuda::DeviceBuffer d_latent = to_device(latent), d_v(n * 4), d_history(4 * n * 4);
+      float* h = d_history.as<float>();
       sched::LatentHistory history{h, h + n, h + 2 * n, h + 3 * n};
       for (int k = 0; k < steps; ++k) {
         const double t = host.timesteps()[size_t(k)];
@@ -80,63 +74,59 @@ TYPED_TEST(CudaDenoiseLoop, UniPCStepsAreThoseOfTheSchedulerBitForBit) {
         host.step(v.data(), t, latent.data(), n);
         const sched::LatentStep step = device.begin_latent_step(t, n);
         d_v.upload(v.data(), n * 4);
-        Dev::unipc_step_f32(step.unipc, int64_t(n), d_latent.template as<float>(), d_v.template as<float>(),
-                            history.x0_prev2, history.x0_prev, history.x0_now, history.last_sample);
+        cuda::unipc_step_f32(step.unipc, int64_t(n), d_latent.as<float>(), d_v.as<float>(), history.x0_prev2,
+                             history.x0_prev, history.x0_now, history.last_sample, nullptr);
         history.advance();
         SCOPED_TRACE("order " + std::to_string(order) + " step " + std::to_string(k) + " of " + std::to_string(steps));
-        expect_same_floats(Dev::template download<float>(d_latent, n), latent, "unipc");
+        expect_same_floats(to_host<float>(d_latent, n), latent, "unipc");
       }
     }
   }
 }
 
-TYPED_TEST(CudaDenoiseLoop, TheNonFiniteFlagAgreesWithTheCpuScan) {
-  using Dev = TypeParam;
+TEST_F(CudaDenoiseLoop, TheNonFiniteFlagAgreesWithTheCpuScan) {
   const size_t n = 70001;
-  typename Dev::Buffer flag(4);
+  cuda::DeviceBuffer flag(4);
   for (uint32_t bits : {0u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u, 0xFFFFFFFFu, 0x7F7FFFFFu}) {
     for (size_t where : {size_t(0), n / 2, n - 1}) {
       std::vector<float> x = normal_floats(n, 97, 1e30f);
       x[where] = std::bit_cast<float>(bits);
-      typename Dev::Buffer d = Dev::upload(x);
-      Dev::fill_zero(flag.data(), 4);
-      Dev::flag_non_finite_f32(d.template as<float>(), int64_t(n), flag.template as<uint32_t>());
-      const bool flagged = Dev::template download<uint32_t>(flag, 1)[0] != 0;
+      cuda::DeviceBuffer d = to_device(x);
+      cuda::fill_zero(flag.data(), 4, nullptr);
+      cuda::flag_non_finite_f32(d.as<float>(), int64_t(n), flag.as<uint32_t>(), nullptr);
+      const bool flagged = to_host<uint32_t>(flag, 1)[0] != 0;
       EXPECT_EQ(flagged, first_non_finite(x.data(), n).has_value()) << std::hex << bits << " at " << where;
     }
   }
 }
 
-TYPED_TEST(CudaDenoiseLoop, PatchifyAndUnpatchifyAreTheCpuIndexMaps) {
-  using Dev = TypeParam;
+TEST_F(CudaDenoiseLoop, PatchifyAndUnpatchifyAreTheCpuIndexMaps) {
   for (const PatchGrid grid : {PatchGrid{16, 3, 10, 14, 2}, PatchGrid{4, 2, 7, 5, 2}, PatchGrid{3, 1, 4, 4, 1}}) {
     const int64_t numel = grid.channels * grid.frames * grid.height * grid.width;
     const std::vector<float> latent = normal_floats(size_t(numel), 95, 1.0f);
     const std::vector<float> patches = patchify(latent.data(), grid);
-    typename Dev::Buffer d_latent = Dev::upload(latent), d_patches = Dev::template poisoned<float>(patches.size());
-    Dev::patchify(d_latent.template as<float>(), grid, d_patches.template as<float>());
-    expect_same_floats(Dev::template download<float>(d_patches, patches.size()), patches, "patchify");
+    cuda::DeviceBuffer d_latent = to_device(latent), d_patches = poisoned<float>(patches.size());
+    cuda::patchify(d_latent.as<float>(), grid, d_patches.as<float>(), nullptr);
+    expect_same_floats(to_host<float>(d_patches, patches.size()), patches, "patchify");
 
     std::vector<int64_t> noisy;
     for (int64_t t = grid.frames - 1; t >= 0; t -= 2) noisy.push_back(t);  // not in order, some frames left out
     const int64_t per_frame = grid.tokens_per_frame() * grid.features();
     const std::vector<float> noisy_patches(patches.begin(), patches.begin() + int64_t(noisy.size()) * per_frame);
     const std::vector<float> want = unpatchify(noisy_patches.data(), grid, noisy);
-    typename Dev::Buffer d_noisy = Dev::upload(noisy_patches), d_out = Dev::template poisoned<float>(size_t(numel));
-    Dev::unpatchify(d_noisy.template as<float>(), grid, noisy.data(), int64_t(noisy.size()),
-                    d_out.template as<float>());
-    expect_same_floats(Dev::template download<float>(d_out, size_t(numel)), want, "unpatchify");
+    cuda::DeviceBuffer d_noisy = to_device(noisy_patches), d_out = poisoned<float>(size_t(numel));
+    cuda::unpatchify(d_noisy.as<float>(), grid, noisy.data(), int64_t(noisy.size()), d_out.as<float>(), nullptr);
+    expect_same_floats(to_host<float>(d_out, size_t(numel)), want, "unpatchify");
   }
 }
 
-TYPED_TEST(CudaDenoiseLoop, TimestepSinusoidWithinOneFloatUlpOfTheCpu) {
-  using Dev = TypeParam;
+TEST_F(CudaDenoiseLoop, TimestepSinusoidWithinOneFloatUlpOfTheCpu) {
   for (float t : {999.0f, 937.5f, 500.0f, 13.0f, 0.0f}) {
     for (double scale : {1.0, 0.001}) {
       const std::vector<float> want = timestep_sinusoid({t}, scale);
-      typename Dev::Buffer out = Dev::template poisoned<float>(size_t(kTimestepChannels));
-      Dev::timestep_sinusoid(t, float(scale), out.template as<float>());
-      const auto got = Dev::template download<float>(out, size_t(kTimestepChannels));
+      cuda::DeviceBuffer out = poisoned<float>(size_t(kTimestepChannels));
+      cuda::timestep_sinusoid(t, float(scale), out.as<float>(), nullptr);
+      const auto got = to_host<float>(out, size_t(kTimestepChannels));
       int exact = 0;
       for (size_t j = 0; j < got.size(); ++j) {
         const float ulp = std::nextafter(std::fabs(want[j]), 2.0f) - std::fabs(want[j]);

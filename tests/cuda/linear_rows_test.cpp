@@ -1,5 +1,5 @@
-// linear_rows_f32 (the timestep MLP's float32 product, one warp per output)
-// on the GPU and, through the SIMT emulator, on the CPU (kernel_devices.hpp):
+// linear_rows_f32 (the timestep MLP's float32 product, one warp per output;
+// like every GPU test, also run on the CPU's SIMT emulator by test_cuda_on_cpu):
 // bf16 and float32 weights, no / float32 / bf16 bias, output counts that
 // leave part of the last block's warps idle, against float64 within the
 // bound of float32 sums of K products (fused lane sums, then 32 added
@@ -10,17 +10,14 @@
 #include <vector>
 
 #include "cuda_test_util.hpp"
-#include "kernel_devices.hpp"
+#include "kernels/cuda/cuda_kernels.hpp"
 
 namespace stepmix::test {
 namespace {
 
-template <class Device>
-class CudaLinearRows : public KernelTest<Device> {};
-TYPED_TEST_SUITE(CudaLinearRows, KernelDevices, KernelDeviceNames);
+class CudaLinearRows : public CudaTest {};
 
-TYPED_TEST(CudaLinearRows, RowsAgreeWithFloat64ForEveryWeightAndBiasType) {
-  using Dev = TypeParam;
+TEST_F(CudaLinearRows, RowsAgreeWithFloat64ForEveryWeightAndBiasType) {
   for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{3, 100, 256}, {1, 13, 37}, {2, 64, 1000}}) {
     const std::vector<float> x = normal_floats(std::size_t(M * K), 81, 0.7f);
     const std::vector<float> w32 = normal_floats(std::size_t(N * K), 82, 0.1f);
@@ -31,13 +28,12 @@ TYPED_TEST(CudaLinearRows, RowsAgreeWithFloat64ForEveryWeightAndBiasType) {
     for (float v : b32) b16.push_back(float_to_bf16_rne(v));
     for (bool w_is_bf16 : {true, false}) {
       for (kernels::BiasType bias_type : {kernels::BiasType::None, kernels::BiasType::F32, kernels::BiasType::BF16}) {
-        typename Dev::Buffer dx = Dev::upload(x), dw = w_is_bf16 ? Dev::upload(w16) : Dev::upload(w32);
-        typename Dev::Buffer db = bias_type == kernels::BiasType::BF16 ? Dev::upload(b16) : Dev::upload(b32);
-        typename Dev::Buffer dy = Dev::template poisoned<float>(std::size_t(M * N));
-        const cuda::GemmBias bias{bias_type, bias_type == kernels::BiasType::None ? nullptr : db.template as<void>()};
-        Dev::linear_rows_f32(dx.template as<float>(), dw.template as<void>(), w_is_bf16, M, N, K, bias,
-                             dy.template as<float>());
-        const std::vector<float> y = Dev::template download<float>(dy, std::size_t(M * N));
+        cuda::DeviceBuffer dx = to_device(x), dw = w_is_bf16 ? to_device(w16) : to_device(w32);
+        cuda::DeviceBuffer db = bias_type == kernels::BiasType::BF16 ? to_device(b16) : to_device(b32);
+        cuda::DeviceBuffer dy = poisoned<float>(std::size_t(M * N));
+        const cuda::GemmBias bias{bias_type, bias_type == kernels::BiasType::None ? nullptr : db.as<void>()};
+        cuda::linear_rows_f32(dx.as<float>(), dw.as<void>(), w_is_bf16, M, N, K, bias, dy.as<float>(), nullptr);
+        const std::vector<float> y = to_host<float>(dy, std::size_t(M * N));
         for (int64_t m = 0; m < M; ++m)
           for (int64_t n = 0; n < N; ++n) {
             double exact = 0, magnitude = 0;

@@ -1,6 +1,6 @@
 // CUDA pointwise kernels against their CPU twins (the portable kernels of
-// kernels/ref/pointwise_ref.cpp), on the GPU and, through the SIMT emulator,
-// on the CPU (kernel_devices.hpp). Exactness as cuda_kernels.hpp states it:
+// kernels/ref/pointwise_ref.cpp; like every GPU test, also run on the CPU's
+// SIMT emulator by test_cuda_on_cpu). Exactness as cuda_kernels.hpp states it:
 // residual add, relu², widen and round bit for bit (NaN and infinities
 // included); RMSNorm and the per-head norm sum squares in float64 in another
 // order, so a row's float32 mean may differ in its last bit: every output
@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "cuda_test_util.hpp"
-#include "kernel_devices.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/kernel_set.hpp"
 #include "stepmix/error.hpp"
@@ -23,9 +22,7 @@
 namespace stepmix::test {
 namespace {
 
-template <class Device>
-class CudaPointwise : public KernelTest<Device> {};
-TYPED_TEST_SUITE(CudaPointwise, KernelDevices, KernelDeviceNames);
+class CudaPointwise : public CudaTest {};
 
 const kernels::PointwiseFamily& cpu() { return kernels::reference_kernels().pointwise; }
 
@@ -45,8 +42,7 @@ void expect_close_to_twin(const std::vector<uint16_t>& gpu, const std::vector<ui
   EXPECT_GE(a.exact_fraction(), 0.999) << what;
 }
 
-TYPED_TEST(CudaPointwise, RmsNormMatchesTheCpuTwin) {
-  using Dev = TypeParam;
+TEST_F(CudaPointwise, RmsNormMatchesTheCpuTwin) {
   for (NormKind kind : {NormKind::Standard, NormKind::Nemotron}) {
     for (const auto& [rows, n] : {std::pair<int64_t, int64_t>{67, 4096}, {5, 1000}, {300, 64}}) {
       std::vector<float> x = normal_floats(size_t(rows * n), 31, 3.0f);
@@ -56,17 +52,15 @@ TYPED_TEST(CudaPointwise, RmsNormMatchesTheCpuTwin) {
       const std::vector<float> w = normal_floats(size_t(n), 33, 1.0f);
       std::vector<uint16_t> twin(x.size());
       cpu().rms_norm_bf16(x.data(), rows, n, w.data(), 1e-6f, kind, twin.data());
-      typename Dev::Buffer dx = Dev::upload(x), dw = Dev::upload(w), out = Dev::template poisoned<uint16_t>(x.size());
-      Dev::rms_norm_to_bf16(dx.template as<float>(), rows, n, dw.template as<float>(), 1e-6f, kind,
-                            out.template as<uint16_t>());
-      expect_close_to_twin(Dev::template download<uint16_t>(out, x.size()), twin,
+      cuda::DeviceBuffer dx = to_device(x), dw = to_device(w), out = poisoned<uint16_t>(x.size());
+      cuda::rms_norm_to_bf16(dx.as<float>(), rows, n, dw.as<float>(), 1e-6f, kind, out.as<uint16_t>(), nullptr);
+      expect_close_to_twin(to_host<uint16_t>(out, x.size()), twin,
                            kind == NormKind::Standard ? "standard" : "nemotron");
     }
   }
 }
 
-TYPED_TEST(CudaPointwise, HeadNormRotaryMatchesTheCpuTwin) {
-  using Dev = TypeParam;
+TEST_F(CudaPointwise, HeadNormRotaryMatchesTheCpuTwin) {
   for (int64_t D : {int64_t(16), int64_t(64), int64_t(128), int64_t(256)}) {
     for (bool with_norm : {true, false}) {
       const int64_t rows = 37, heads = 8;
@@ -82,11 +76,10 @@ TYPED_TEST(CudaPointwise, HeadNormRotaryMatchesTheCpuTwin) {
         std::vector<uint16_t> twin = x;
         cpu().head_norm_rotary_bf16(twin.data(), rows, heads, D, with_norm ? w.data() : nullptr, 1e-6f, kind,
                                     cos.data(), sin.data());
-        typename Dev::Buffer dx = Dev::upload(x), dw = Dev::upload(w), dc = Dev::upload(cos), ds = Dev::upload(sin);
-        Dev::head_norm_rotary_bf16(dx.template as<uint16_t>(), rows, heads, D,
-                                   with_norm ? dw.template as<float>() : nullptr, 1e-6f, kind, dc.template as<float>(),
-                                   ds.template as<float>());
-        const auto gpu = Dev::template download<uint16_t>(dx, x.size());
+        cuda::DeviceBuffer dx = to_device(x), dw = to_device(w), dc = to_device(cos), ds = to_device(sin);
+        cuda::head_norm_rotary_bf16(dx.as<uint16_t>(), rows, heads, D, with_norm ? dw.as<float>() : nullptr, 1e-6f,
+                                    kind, dc.as<float>(), ds.as<float>(), nullptr);
+        const auto gpu = to_host<uint16_t>(dx, x.size());
         if (with_norm)
           expect_close_to_twin(gpu, twin, "head norm + rotary");
         else
@@ -96,23 +89,20 @@ TYPED_TEST(CudaPointwise, HeadNormRotaryMatchesTheCpuTwin) {
   }
 }
 
-TYPED_TEST(CudaPointwise, SiluGateMatchesTheCpuTwin) {
-  using Dev = TypeParam;
+TEST_F(CudaPointwise, SiluGateMatchesTheCpuTwin) {
   const size_t n = 200003;
   std::vector<uint16_t> gate = normal_bf16(n, 51, 4.0f), up = normal_bf16(n, 52, 2.0f);
   for (float special : {0.0f, -0.0f, 100.0f, -100.0f, 1e30f, -1e30f}) gate.push_back(float_to_bf16_rne(special));
   up.resize(gate.size(), float_to_bf16_rne(1.5f));
   std::vector<uint16_t> twin(gate.size());
   cpu().silu_gate_bf16(gate.data(), up.data(), int64_t(gate.size()), twin.data());
-  typename Dev::Buffer dg = Dev::upload(gate), du = Dev::upload(up),
-                       out = Dev::template poisoned<uint16_t>(gate.size());
-  Dev::silu_gate_bf16(dg.template as<uint16_t>(), du.template as<uint16_t>(), int64_t(gate.size()),
-                      out.template as<uint16_t>());
-  expect_close_to_twin(Dev::template download<uint16_t>(out, gate.size()), twin, "silu gate");
+  cuda::DeviceBuffer dg = to_device(gate), du = to_device(up), out = poisoned<uint16_t>(gate.size());
+  cuda::silu_gate_bf16(dg.as<uint16_t>(), du.as<uint16_t>(), int64_t(gate.size()), out.as<uint16_t>(), nullptr);
+  expect_close_to_twin(to_host<uint16_t>(out, gate.size()), twin, "silu gate");
   // In place over gate, and through the scalar path (odd offset).
-  Dev::silu_gate_bf16(dg.template as<uint16_t>() + 1, du.template as<uint16_t>() + 1, int64_t(gate.size()) - 1,
-                      dg.template as<uint16_t>() + 1);
-  auto in_place = Dev::template download<uint16_t>(dg, gate.size());
+  cuda::silu_gate_bf16(dg.as<uint16_t>() + 1, du.as<uint16_t>() + 1, int64_t(gate.size()) - 1, dg.as<uint16_t>() + 1,
+                       nullptr);
+  auto in_place = to_host<uint16_t>(dg, gate.size());
   in_place.erase(in_place.begin());
   expect_close_to_twin(in_place, std::vector<uint16_t>(twin.begin() + 1, twin.end()), "silu gate in place");
 }
@@ -123,16 +113,15 @@ TYPED_TEST(CudaPointwise, SiluGateMatchesTheCpuTwin) {
 // the other float: 74 of these 101,009 inputs, measured on the CPU. The one
 // ulp of exp survives 1 + e and the division can round it to two, at 5 of
 // them, so: within two float32 ulps and at least 99.9% identical (99.955%).
-TYPED_TEST(CudaPointwise, SiluF32MatchesTheCpuTwin) {
-  using Dev = TypeParam;
+TEST_F(CudaPointwise, SiluF32MatchesTheCpuTwin) {
   std::vector<float> x = normal_floats(100003, 53, 4.0f);
   for (float v : wide_floats(1000, 54)) x.push_back(v);
   for (float special : {0.0f, -0.0f, 88.0f, -88.0f, 1e30f, -1e30f}) x.push_back(special);
   std::vector<float> twin = x;
   kernels::ref::silu(twin.data(), int64_t(twin.size()));
-  typename Dev::Buffer dx = Dev::upload(x);
-  Dev::silu_f32(dx.template as<float>(), int64_t(x.size()));
-  const std::vector<float> got = Dev::template download<float>(dx, x.size());
+  cuda::DeviceBuffer dx = to_device(x);
+  cuda::silu_f32(dx.as<float>(), int64_t(x.size()), nullptr);
+  const std::vector<float> got = to_host<float>(dx, x.size());
   std::size_t exact = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const int64_t ulps = std::abs(int64_t(float_bits(got[i])) - int64_t(float_bits(twin[i])));
@@ -148,51 +137,48 @@ std::vector<uint16_t> every_bf16() {
   return x;
 }
 
-TYPED_TEST(CudaPointwise, ReluSquaredWidenAndResidualAddAreBitExactOnEveryBf16) {
-  using Dev = TypeParam;
+TEST_F(CudaPointwise, ReluSquaredWidenAndResidualAddAreBitExactOnEveryBf16) {
   const std::vector<uint16_t> x = every_bf16();
   const int64_t n = int64_t(x.size());
   {
     std::vector<uint16_t> twin = x;
     cpu().relu_squared_bf16(twin.data(), n);
-    typename Dev::Buffer d = Dev::upload(x);
-    Dev::relu_squared_bf16(d.template as<uint16_t>(), n);
-    EXPECT_EQ(Dev::template download<uint16_t>(d, x.size()), twin);
+    cuda::DeviceBuffer d = to_device(x);
+    cuda::relu_squared_bf16(d.as<uint16_t>(), n, nullptr);
+    EXPECT_EQ(to_host<uint16_t>(d, x.size()), twin);
   }
   {
     std::vector<float> twin(x.size());
     cpu().widen_bf16(x.data(), n, twin.data());
-    typename Dev::Buffer d = Dev::upload(x), out = Dev::template poisoned<float>(x.size());
-    Dev::widen_bf16(d.template as<uint16_t>(), n, out.template as<float>());
-    const auto got = Dev::template download<float>(out, x.size());
+    cuda::DeviceBuffer d = to_device(x), out = poisoned<float>(x.size());
+    cuda::widen_bf16(d.as<uint16_t>(), n, out.as<float>(), nullptr);
+    const auto got = to_host<float>(out, x.size());
     for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(float_bits(got[i]), float_bits(twin[i])) << i;
   }
   {
     std::vector<float> residual = normal_floats(x.size(), 61, 100.0f);
     std::vector<float> twin = residual;
     cpu().add_bf16(twin.data(), x.data(), n);
-    typename Dev::Buffer dr = Dev::upload(residual), dy = Dev::upload(x);
-    Dev::add_bf16_to_f32(dr.template as<float>(), dy.template as<uint16_t>(), n);
-    const auto got = Dev::template download<float>(dr, x.size());
+    cuda::DeviceBuffer dr = to_device(residual), dy = to_device(x);
+    cuda::add_bf16_to_f32(dr.as<float>(), dy.as<uint16_t>(), n, nullptr);
+    const auto got = to_host<float>(dr, x.size());
     for (size_t i = 0; i < x.size(); ++i)
       if (!std::isnan(twin[i])) ASSERT_EQ(float_bits(got[i]), float_bits(twin[i])) << i;
   }
 }
 
-TYPED_TEST(CudaPointwise, AddRowIsTheCpuAddOnEveryRowBitForBit) {
-  using Dev = TypeParam;
+TEST_F(CudaPointwise, AddRowIsTheCpuAddOnEveryRowBitForBit) {
   const int64_t rows = 37, n = 1001;  // n not a multiple of 8: rows start unaligned
   const std::vector<float> x = wide_floats(size_t(rows * n), 73), row = wide_floats(size_t(n), 74);
   std::vector<float> twin = x;
   for (int64_t r = 0; r < rows; ++r) cpu().add_f32(twin.data() + r * n, row.data(), n);
-  typename Dev::Buffer dx = Dev::upload(x), drow = Dev::upload(row);
-  Dev::add_row_f32(dx.template as<float>(), rows, n, drow.template as<float>());
-  const auto got = Dev::template download<float>(dx, x.size());
+  cuda::DeviceBuffer dx = to_device(x), drow = to_device(row);
+  cuda::add_row_f32(dx.as<float>(), rows, n, drow.as<float>(), nullptr);
+  const auto got = to_host<float>(dx, x.size());
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(float_bits(got[i]), float_bits(twin[i])) << i;
 }
 
-TYPED_TEST(CudaPointwise, RoundToBf16IsBitExactIncludingTiesAndNaN) {
-  using Dev = TypeParam;
+TEST_F(CudaPointwise, RoundToBf16IsBitExactIncludingTiesAndNaN) {
   std::vector<float> x = wide_floats(100000, 71);
   for (uint32_t bits : {0x3F808000u, 0x3F818000u, 0x7F7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7FC00001u, 0xFFA00000u,
                         0x00000001u, 0x80008000u})
@@ -200,10 +186,9 @@ TYPED_TEST(CudaPointwise, RoundToBf16IsBitExactIncludingTiesAndNaN) {
   std::vector<uint16_t> twin(x.size());
   cpu().round_bf16(x.data(), int64_t(x.size()), twin.data());
   for (int64_t offset : {0, 1}) {
-    typename Dev::Buffer d = Dev::upload(x), out = Dev::template poisoned<uint16_t>(x.size());
-    Dev::round_to_bf16(d.template as<float>() + offset, int64_t(x.size()) - offset,
-                       out.template as<uint16_t>() + offset);
-    const auto got = Dev::template download<uint16_t>(out, x.size());
+    cuda::DeviceBuffer d = to_device(x), out = poisoned<uint16_t>(x.size());
+    cuda::round_to_bf16(d.as<float>() + offset, int64_t(x.size()) - offset, out.as<uint16_t>() + offset, nullptr);
+    const auto got = to_host<uint16_t>(out, x.size());
     for (size_t i = size_t(offset); i < x.size(); ++i)
       ASSERT_EQ(got[i], twin[i]) << "x bits 0x" << std::hex << float_bits(x[i]);
   }

@@ -1,5 +1,5 @@
-// The VAE's CUDA kernels one by one, on the GPU and, through the SIMT
-// emulator, on the CPU (kernel_devices.hpp), against the CPU code they
+// The VAE's CUDA kernels one by one (like every GPU test, also run on the
+// CPU's SIMT emulator by test_cuda_on_cpu), against the CPU code they
 // replace (tests/cuda/vae_test.cpp holds the GPU's VAE device, which runs
 // them, to the CPU's layers and the goldens):
 // - the index maps (nearest ×2, duplicate-up, average-down, channel slice,
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "cuda_test_util.hpp"
-#include "kernel_devices.hpp"
 #include "kernels/channel_norm_kernels.hpp"
+#include "kernels/cuda/cuda_kernels.hpp"
 #include "vae/layers.hpp"
 
 namespace stepmix::test {
@@ -24,9 +24,7 @@ namespace {
 
 using kernels::FrameElement;
 
-template <class Device>
-class CudaVaeKernels : public KernelTest<Device> {};
-TYPED_TEST_SUITE(CudaVaeKernels, KernelDevices, KernelDeviceNames);
+class CudaVaeKernels : public CudaTest {};
 
 vae::Frame float_frame(int64_t h, int64_t w, int64_t c, uint32_t seed) {
   vae::Frame f = vae::Frame::zeros(h, w, c);
@@ -39,32 +37,29 @@ void expect_same_floats(const std::vector<float>& got, const std::vector<float>&
   for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << what << " " << i;
 }
 
-TYPED_TEST(CudaVaeKernels, IndexMapsAreTheCpuLayersBitForBit) {
-  using Dev = TypeParam;
+TEST_F(CudaVaeKernels, IndexMapsAreTheCpuLayersBitForBit) {
   const vae::Frame x = float_frame(5, 7, 12, 1);
-  const auto on_device = [&](const vae::Frame& frame) { return Dev::upload(frame.f32); };
+  const auto on_device = [&](const vae::Frame& frame) { return to_device(frame.f32); };
   {
-    typename Dev::Buffer dx = on_device(x), y = Dev::template poisoned<float>(std::size_t(4 * x.size()));
-    Dev::upsample_nearest2(dx.template as<float>(), x.h, x.w, x.c, false, y.template as<void>());
-    expect_same_floats(Dev::template download<float>(y, std::size_t(4 * x.size())), vae::upsample_nearest2(x).f32,
-                       "nearest x2");
-    typename Dev::Buffer y16 = Dev::template poisoned<uint16_t>(std::size_t(4 * x.size()));
-    Dev::upsample_nearest2(dx.template as<float>(), x.h, x.w, x.c, true, y16.template as<void>());
-    EXPECT_EQ(Dev::template download<uint16_t>(y16, std::size_t(4 * x.size())),
-              vae::upsample_nearest2(x, FrameElement::BF16).bf16);
+    cuda::DeviceBuffer dx = on_device(x), y = poisoned<float>(std::size_t(4 * x.size()));
+    cuda::upsample_nearest2(dx.as<float>(), x.h, x.w, x.c, false, y.as<void>(), nullptr);
+    expect_same_floats(to_host<float>(y, std::size_t(4 * x.size())), vae::upsample_nearest2(x).f32, "nearest x2");
+    cuda::DeviceBuffer y16 = poisoned<uint16_t>(std::size_t(4 * x.size()));
+    cuda::upsample_nearest2(dx.as<float>(), x.h, x.w, x.c, true, y16.as<void>(), nullptr);
+    EXPECT_EQ(to_host<uint16_t>(y16, std::size_t(4 * x.size())), vae::upsample_nearest2(x, FrameElement::BF16).bf16);
   }
   for (const auto& [c_out, ft, fs] : {std::tuple<int64_t, int, int>{6, 2, 2}, {12, 1, 2}, {24, 2, 1}}) {
     for (int dt = 0; dt < ft; ++dt) {
       const vae::Frame want = vae::duplicate_up(x, c_out, ft, fs, dt);
-      typename Dev::Buffer dx = on_device(x), y = Dev::template poisoned<float>(want.f32.size());
-      Dev::duplicate_up(dx.template as<float>(), x.h, x.w, x.c, c_out, ft, fs, dt, y.template as<float>());
-      expect_same_floats(Dev::template download<float>(y, want.f32.size()), want.f32, "duplicate-up");
+      cuda::DeviceBuffer dx = on_device(x), y = poisoned<float>(want.f32.size());
+      cuda::duplicate_up(dx.as<float>(), x.h, x.w, x.c, c_out, ft, fs, dt, y.as<float>(), nullptr);
+      expect_same_floats(to_host<float>(y, want.f32.size()), want.f32, "duplicate-up");
     }
   }
   {
     // Average-down over two frames of 6 × 8 (the second missing once: zeros).
     const vae::Frame a = float_frame(6, 8, 4, 2), b = float_frame(6, 8, 4, 3);
-    typename Dev::Buffer da = on_device(a), db = on_device(b);
+    cuda::DeviceBuffer da = on_device(a), db = on_device(b);
     for (const auto& [c_out, ft, fs] : {std::tuple<int64_t, int, int>{8, 2, 2}, {32, 2, 2}, {4, 1, 2}}) {
       for (bool missing : {false, true}) {
         if (ft == 1 && missing) continue;
@@ -72,36 +67,36 @@ TYPED_TEST(CudaVaeKernels, IndexMapsAreTheCpuLayersBitForBit) {
             ft == 1 ? std::vector<const vae::Frame*>{&a} : std::vector<const vae::Frame*>{&a, missing ? nullptr : &b};
         const vae::Frame want = vae::average_down(frames, c_out, fs);
         cuda::ConvFloatFrames device_frames;
-        device_frames.frame[0] = da.template as<float>();
-        if (ft == 2 && !missing) device_frames.frame[1] = db.template as<float>();
-        typename Dev::Buffer y = Dev::template poisoned<float>(want.f32.size());
-        Dev::average_down(device_frames, ft, a.h, a.w, a.c, c_out, fs, y.template as<float>());
-        expect_same_floats(Dev::template download<float>(y, want.f32.size()), want.f32, "average-down");
+        device_frames.frame[0] = da.as<float>();
+        if (ft == 2 && !missing) device_frames.frame[1] = db.as<float>();
+        cuda::DeviceBuffer y = poisoned<float>(want.f32.size());
+        cuda::average_down(device_frames, ft, a.h, a.w, a.c, c_out, fs, y.as<float>(), nullptr);
+        expect_same_floats(to_host<float>(y, want.f32.size()), want.f32, "average-down");
       }
     }
   }
   {
-    typename Dev::Buffer dx = on_device(x), y = Dev::template poisoned<float>(std::size_t(x.positions() * 5));
-    Dev::channel_slice(dx.template as<float>(), x.positions(), x.c, 4, 5, y.template as<float>());
+    cuda::DeviceBuffer dx = on_device(x), y = poisoned<float>(std::size_t(x.positions() * 5));
+    cuda::channel_slice(dx.as<float>(), x.positions(), x.c, 4, 5, y.as<float>(), nullptr);
     std::vector<float> want;
     for (int64_t p = 0; p < x.positions(); ++p)
       for (int64_t c = 4; c < 9; ++c) want.push_back(x.f32[std::size_t(p * x.c + c)]);
-    expect_same_floats(Dev::template download<float>(y, want.size()), want, "channel slice");
+    expect_same_floats(to_host<float>(y, want.size()), want, "channel slice");
   }
   {
     vae::Frame pixels = float_frame(8, 6, 3, 4);
     const vae::Frame want = vae::patchify(pixels, 2);
-    typename Dev::Buffer dp = on_device(pixels), y = Dev::template poisoned<float>(want.f32.size());
-    Dev::patchify_pixels(dp.template as<float>(), pixels.h, pixels.w, pixels.c, 2, y.template as<float>());
-    expect_same_floats(Dev::template download<float>(y, want.f32.size()), want.f32, "patchify");
+    cuda::DeviceBuffer dp = on_device(pixels), y = poisoned<float>(want.f32.size());
+    cuda::patchify_pixels(dp.as<float>(), pixels.h, pixels.w, pixels.c, 2, y.as<float>(), nullptr);
+    expect_same_floats(to_host<float>(y, want.f32.size()), want.f32, "patchify");
 
     vae::Frame latent = float_frame(4, 3, 12, 5);
     for (float& v : latent.f32) v *= 2.0f;  // values beyond the clamp
     latent.f32[7] = std::nanf("");
     const vae::Frame back = vae::unpatchify_clamped(latent, 2);
-    typename Dev::Buffer dl = on_device(latent), z = Dev::template poisoned<float>(back.f32.size());
-    Dev::unpatchify_clamped(dl.template as<float>(), latent.h, latent.w, latent.c, 2, z.template as<float>());
-    const std::vector<float> got = Dev::template download<float>(z, back.f32.size());
+    cuda::DeviceBuffer dl = on_device(latent), z = poisoned<float>(back.f32.size());
+    cuda::unpatchify_clamped(dl.as<float>(), latent.h, latent.w, latent.c, 2, z.as<float>(), nullptr);
+    const std::vector<float> got = to_host<float>(z, back.f32.size());
     for (std::size_t i = 0; i < got.size(); ++i)
       ASSERT_TRUE(float_bits(got[i]) == float_bits(back.f32[i]) || (std::isnan(got[i]) && std::isnan(back.f32[i])))
           << "unpatchify " << i;
@@ -128,8 +123,7 @@ std::vector<uint16_t> gathered(const std::vector<const std::vector<uint16_t>*>& 
   return a;
 }
 
-TYPED_TEST(CudaVaeKernels, TapGatherEpilogueAndQkvSplitFollowTheirDefinitions) {
-  using Dev = TypeParam;
+TEST_F(CudaVaeKernels, TapGatherEpilogueAndQkvSplitFollowTheirDefinitions) {
   // Causal 3×3×3 with a missing oldest frame (16 channels: the 16-byte path;
   // 3: one value at a time), and a 3×3 stride-2 convolution with asymmetric
   // padding, in two row chunks.
@@ -143,20 +137,20 @@ TYPED_TEST(CudaVaeKernels, TapGatherEpilogueAndQkvSplitFollowTheirDefinitions) {
     const cuda::ConvGeometry& g = k.g;
     std::vector<std::vector<uint16_t>> frames;
     for (int t = 0; t < g.kt; ++t) frames.push_back(normal_bf16(std::size_t(g.h_in * g.w_in * g.c_in), 10 + t, 1.0f));
-    std::vector<typename Dev::Buffer> device;
+    std::vector<cuda::DeviceBuffer> device;
     cuda::ConvFrames device_frames;
     std::vector<const std::vector<uint16_t>*> host;
     for (int t = 0; t < g.kt; ++t) {
-      device.push_back(Dev::upload(frames[std::size_t(t)]));
+      device.push_back(to_device(frames[std::size_t(t)]));
       const bool missing = k.oldest_missing && t == 0;
-      device_frames.frame[t] = missing ? nullptr : device.back().template as<uint16_t>();
+      device_frames.frame[t] = missing ? nullptr : device.back().as<uint16_t>();
       host.push_back(missing ? nullptr : &frames[std::size_t(t)]);
     }
     const int64_t positions = k.h_out * g.w_out, first = positions / 2 + 1, width = g.kt * g.kh * g.kw * g.c_in;
     for (const auto& [row0, rows] : {std::pair<int64_t, int64_t>{0, first}, {first, positions - first}}) {
-      typename Dev::Buffer a = Dev::template poisoned<uint16_t>(std::size_t(rows * width));
-      Dev::conv_gather_taps_bf16(device_frames, g, row0, rows, a.template as<uint16_t>());
-      EXPECT_EQ(Dev::template download<uint16_t>(a, std::size_t(rows * width)), gathered(host, g, row0, rows))
+      cuda::DeviceBuffer a = poisoned<uint16_t>(std::size_t(rows * width));
+      cuda::conv_gather_taps_bf16(device_frames, g, row0, rows, a.as<uint16_t>(), nullptr);
+      EXPECT_EQ(to_host<uint16_t>(a, std::size_t(rows * width)), gathered(host, g, row0, rows))
           << "c_in " << g.c_in << " rows from " << row0;
     }
   }
@@ -171,19 +165,17 @@ TYPED_TEST(CudaVaeKernels, TapGatherEpilogueAndQkvSplitFollowTheirDefinitions) {
       want[i] = want[i] + bias[i % std::size_t(c_out)];
       if (with_residual) want[i] = want[i] + residual[i];
     }
-    typename Dev::Buffer dy = Dev::upload(y), db = Dev::upload(bias), dr = Dev::upload(residual);
-    Dev::conv_epilogue_f32(dy.template as<float>(), db.template as<float>(),
-                           with_residual ? dr.template as<float>() : nullptr, rows, c_out);
-    expect_same_floats(Dev::template download<float>(dy, y.size()), want, "epilogue");
+    cuda::DeviceBuffer dy = to_device(y), db = to_device(bias), dr = to_device(residual);
+    cuda::conv_epilogue_f32(dy.as<float>(), db.as<float>(), with_residual ? dr.as<float>() : nullptr, rows, c_out,
+                            nullptr);
+    expect_same_floats(to_host<float>(dy, y.size()), want, "epilogue");
   }
 
   const int64_t P = 30, C = 8;
   const std::vector<float> qkv = normal_floats(std::size_t(P * 3 * C), 23, 1.0f);
-  typename Dev::Buffer dqkv = Dev::upload(qkv), q = Dev::template poisoned<float>(std::size_t(P * C)),
-                       kk = Dev::template poisoned<float>(std::size_t(P * C)),
-                       vt = Dev::template poisoned<float>(std::size_t(P * C));
-  Dev::split_qkv(dqkv.template as<float>(), P, C, q.template as<float>(), kk.template as<float>(),
-                 vt.template as<float>());
+  cuda::DeviceBuffer dqkv = to_device(qkv), q = poisoned<float>(std::size_t(P * C)),
+                     kk = poisoned<float>(std::size_t(P * C)), vt = poisoned<float>(std::size_t(P * C));
+  cuda::split_qkv(dqkv.as<float>(), P, C, q.as<float>(), kk.as<float>(), vt.as<float>(), nullptr);
   std::vector<float> want_q, want_k, want_vt(std::size_t(P * C));
   for (int64_t p = 0; p < P; ++p)
     for (int64_t c = 0; c < C; ++c) {
@@ -191,13 +183,12 @@ TYPED_TEST(CudaVaeKernels, TapGatherEpilogueAndQkvSplitFollowTheirDefinitions) {
       want_k.push_back(qkv[std::size_t(p * 3 * C + C + c)]);
       want_vt[std::size_t(c * P + p)] = qkv[std::size_t(p * 3 * C + 2 * C + c)];
     }
-  expect_same_floats(Dev::template download<float>(q, want_q.size()), want_q, "q");
-  expect_same_floats(Dev::template download<float>(kk, want_k.size()), want_k, "k");
-  expect_same_floats(Dev::template download<float>(vt, want_vt.size()), want_vt, "v transposed");
+  expect_same_floats(to_host<float>(q, want_q.size()), want_q, "q");
+  expect_same_floats(to_host<float>(kk, want_k.size()), want_k, "k");
+  expect_same_floats(to_host<float>(vt, want_vt.size()), want_vt, "v transposed");
 }
 
-TYPED_TEST(CudaVaeKernels, ChannelNormAgreesWithTheReference) {
-  using Dev = TypeParam;
+TEST_F(CudaVaeKernels, ChannelNormAgreesWithTheReference) {
   for (int64_t channels : {96, 1024, 5}) {
     for (bool silu : {false, true}) {
       for (FrameElement out : {FrameElement::F32, FrameElement::BF16}) {
@@ -217,14 +208,14 @@ TYPED_TEST(CudaVaeKernels, ChannelNormAgreesWithTheReference) {
         args.y_type = out;
         args.y = want.data();
         kernels::ref::channel_rms_norm(args);
-        typename Dev::Buffer dx = Dev::upload(x), dg = Dev::upload(gamma),
-                             y = Dev::template poisoned<float>(std::size_t(positions * channels));
-        Dev::channel_rms_norm(dx.template as<float>(), positions, channels, dg.template as<float>(), scale, silu,
-                              out == FrameElement::BF16, y.template as<void>());
+        cuda::DeviceBuffer dx = to_device(x), dg = to_device(gamma),
+                           y = poisoned<float>(std::size_t(positions * channels));
+        cuda::channel_rms_norm(dx.as<float>(), positions, channels, dg.as<float>(), scale, silu,
+                               out == FrameElement::BF16, y.as<void>(), nullptr);
         if (out == FrameElement::BF16) {
-          EXPECT_LE(compare_bf16(Dev::template download<uint16_t>(y, want.bf16.size()), want.bf16).worst_ulps, 1);
+          EXPECT_LE(compare_bf16(to_host<uint16_t>(y, want.bf16.size()), want.bf16).worst_ulps, 1);
         } else {
-          const std::vector<float> got = Dev::template download<float>(y, want.f32.size());
+          const std::vector<float> got = to_host<float>(y, want.f32.size());
           for (std::size_t i = 0; i < got.size(); ++i)
             ASSERT_LE(std::fabs(got[i] - want.f32[i]), 1e-5f * std::fabs(want.f32[i]) + 1e-7f) << i;
         }
@@ -233,14 +224,13 @@ TYPED_TEST(CudaVaeKernels, ChannelNormAgreesWithTheReference) {
   }
 }
 
-TYPED_TEST(CudaVaeKernels, SoftmaxRowsAgreeWithFloat64) {
-  using Dev = TypeParam;
+TEST_F(CudaVaeKernels, SoftmaxRowsAgreeWithFloat64) {
   for (int64_t n : {1, 31, 300, 1000}) {
     const int64_t rows = 5;
     std::vector<float> s = normal_floats(std::size_t(rows * n), uint32_t(n), 4.0f);
-    typename Dev::Buffer ds = Dev::upload(s);
-    Dev::softmax_rows(ds.template as<float>(), rows, n);
-    const std::vector<float> got = Dev::template download<float>(ds, s.size());
+    cuda::DeviceBuffer ds = to_device(s);
+    cuda::softmax_rows(ds.as<float>(), rows, n, nullptr);
+    const std::vector<float> got = to_host<float>(ds, s.size());
     for (int64_t r = 0; r < rows; ++r) {
       double top = -INFINITY, sum = 0;
       for (int64_t j = 0; j < n; ++j) top = std::max(top, double(s[std::size_t(r * n + j)]));

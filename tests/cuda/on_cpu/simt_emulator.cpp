@@ -3,20 +3,12 @@
 // inputs with the PTX ISA's fragment layouts.
 #include "simt_emulator.hpp"
 
-// AddressSanitizer follows Boost.Context's switches only on its ucontext
-// implementation (with BOOST_USE_ASAN); elsewhere the fcontext one, whose
-// switches make no system call, is several times faster.
-#if defined(__SANITIZE_ADDRESS__)
-#define BOOST_USE_UCONTEXT
-#define BOOST_USE_ASAN
-#endif
-#include <boost/context/fiber.hpp>
-#include <boost/context/preallocated.hpp>
-#include <boost/context/stack_context.hpp>
-
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <boost/context/fiber.hpp>
+#include <boost/context/preallocated.hpp>
+#include <boost/context/stack_context.hpp>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
@@ -24,6 +16,15 @@
 
 #include "core/numerics.hpp"
 #include "stepmix/error.hpp"
+
+// AddressSanitizer is told of every switch between stacks (Boost.Context's
+// fcontext switches are plain code it cannot see).
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define STEPMIX_SIMT_ASAN 1
+#else
+#define STEPMIX_SIMT_ASAN 0
+#endif
 
 namespace stepmix::simt {
 namespace {
@@ -77,6 +78,7 @@ struct AsyncCopy {
 struct Fiber {
   boost::context::fiber context;    // resumes this thread; empty once it has finished
   boost::context::fiber scheduler;  // resumes the scheduler, while this thread runs
+  const char* stack_bottom = nullptr;
   uint64_t copies_issued = 0;
   Dim3 thread;
   int warp = 0, lane = 0;
@@ -96,9 +98,14 @@ struct Emulator {
   int current = -1;
   unsigned block_generation = 0;
   int block_arrived = 0, block_live = 0;
-  uint64_t progress = 0;  // arrivals, releases and exits: a pass without any is a deadlock
-  uint64_t waits = 0;     // block barriers and warp collectives reached
-  bool direct = false;    // threads run as plain calls (see launch)
+  uint64_t progress = 0;    // arrivals, releases and exits: a pass without any is a deadlock
+  uint64_t waits = 0;       // block barriers and warp collectives reached
+  bool direct = false;      // threads run as plain calls (see launch)
+  bool abandoning = false;  // the launch failed: suspended threads end as they resume
+  // Where the scheduler's stack is, for AddressSanitizer's fiber switches.
+  const void* scheduler_stack_bottom = nullptr;
+  std::size_t scheduler_stack_size = 0;
+  void* scheduler_fake_stack = nullptr;
   std::string error;
   LaunchCounters counters;
 };
@@ -114,16 +121,35 @@ Fiber& fiber() { return emulator().fibers[std::size_t(emulator().current)]; }
 
 // ---- switching between the scheduler and the fibers
 
+// Thrown where a thread of a failed launch resumes, so that it unwinds and
+// ends in its own fiber (not a std::exception: nothing in between catches it).
+struct Abandon {};
+
 // In a fiber: back to the scheduler, until it resumes this thread.
 void switch_to_scheduler() {
+  Emulator& e = emulator();
   Fiber& f = fiber();
+#if STEPMIX_SIMT_ASAN
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(&fake_stack, e.scheduler_stack_bottom, e.scheduler_stack_size);
+#endif
   f.scheduler = std::move(f.scheduler).resume();
+#if STEPMIX_SIMT_ASAN
+  __sanitizer_finish_switch_fiber(fake_stack, &e.scheduler_stack_bottom, &e.scheduler_stack_size);
+#endif
+  if (e.abandoning) throw Abandon{};
 }
 
 void switch_to_fiber(Emulator& e, int index) {
   e.current = index;
   Fiber& f = e.fibers[std::size_t(index)];
+#if STEPMIX_SIMT_ASAN
+  __sanitizer_start_switch_fiber(&e.scheduler_fake_stack, f.stack_bottom, kStackBytes);
+#endif
   f.context = std::move(f.context).resume();
+#if STEPMIX_SIMT_ASAN
+  __sanitizer_finish_switch_fiber(e.scheduler_fake_stack, nullptr, nullptr);
+#endif
 }
 
 // The stacks are the emulator's (cached across launches): Boost.Context only
@@ -164,8 +190,14 @@ void set_error(const std::string& what) {
 // scheduler and ends.
 void fiber_main() {
   Emulator& e = emulator();
+#if STEPMIX_SIMT_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &e.scheduler_stack_bottom, &e.scheduler_stack_size);
+#endif
   try {
     (*e.body)();
+  } catch (const Abandon&) {
+    fiber().done = true;
+    return;
   } catch (const std::exception& error) {
     set_error(std::string("exception: ") + error.what());
   }
@@ -317,6 +349,14 @@ uint16_t shared_b16(uint32_t address) {
   return v;
 }
 
+// A failed launch: every thread still suspended resumes, unwinds (Abandon)
+// and ends in its own fiber.
+void abandon_suspended(Emulator& e) {
+  e.abandoning = true;
+  for (std::size_t t = 0; t < e.fibers.size(); ++t)
+    if (e.fibers[t].context) switch_to_fiber(e, int(t));
+}
+
 }  // namespace
 
 // ---- launch
@@ -367,12 +407,18 @@ void launch(const LaunchConfig& config, const std::function<void()>& thread_body
           boost::context::stack_context stack;
           stack.size = kStackBytes;
           stack.sp = stacks.get() + (t + 1) * kStackBytes;  // stacks grow down
-          f.context = boost::context::fiber(std::allocator_arg, boost::context::preallocated(stack.sp, stack.size, stack),
-                                            BorrowedStack{}, [&e, t](boost::context::fiber&& scheduler) {
-                                              e.fibers[t].scheduler = std::move(scheduler);
-                                              fiber_main();
-                                              return std::move(e.fibers[t].scheduler);
-                                            });
+          f.stack_bottom = stacks.get() + t * kStackBytes;
+          f.context = boost::context::fiber(
+              std::allocator_arg, boost::context::preallocated(stack.sp, stack.size, stack), BorrowedStack{},
+              [&e, t](boost::context::fiber&& scheduler) {
+                e.fibers[t].scheduler = std::move(scheduler);
+                fiber_main();
+#if STEPMIX_SIMT_ASAN
+                // This fiber ends: no fake stack to keep.
+                __sanitizer_start_switch_fiber(nullptr, e.scheduler_stack_bottom, e.scheduler_stack_size);
+#endif
+                return std::move(e.fibers[t].scheduler);
+              });
         }
         e.counters.threads += threads;
         if (e.direct) {
@@ -390,7 +436,10 @@ void launch(const LaunchConfig& config, const std::function<void()>& thread_body
             any = true;
             switch_to_fiber(e, int(t));
           }
-          if (!e.error.empty()) throw Error("simt", e.error);
+          if (!e.error.empty()) {
+            abandon_suspended(e);
+            throw Error("simt", e.error);
+          }
           if (!any) {
             for (const Warp& w : e.warps)  // copies some lanes never issued (divergent code)
               for (const auto& dst : w.open_copies) count_copy_conflicts(e.counters, dst);
@@ -401,6 +450,7 @@ void launch(const LaunchConfig& config, const std::function<void()>& thread_body
             s << "deadlock in block (" << bx << "," << by << "," << bz << "):";
             for (const Fiber& f : e.fibers)
               if (!f.done) s << " thread " << f.thread.x << " waits in " << f.waiting_in << ";";
+            abandon_suspended(e);
             throw Error("simt", s.str());
           }
         }
