@@ -229,8 +229,8 @@ void attention(const Options& o) {
   const double flop = 4.0 * double(gen.q_rows) * double(gen.kv_rows) * double(Hq) * double(D);
   const std::string shape = "\"q_rows\": " + std::to_string(gen.q_rows) + ", \"kv_rows\": " +
                             std::to_string(gen.kv_rows) + ", \"q_heads\": 32, \"kv_heads\": 8, \"head_dim\": 128";
-  for (cuda::FlashVariant variant : {cuda::FlashVariant::Rows16PerWarp, cuda::FlashVariant::Rows32PerWarp}) {
-    const char* name = variant == cuda::FlashVariant::Rows16PerWarp ? "flash 16 rows/warp" : "flash 32 rows/warp";
+  for (cuda::FlashVariant variant : cuda::kFlashVariants) {
+    const char* name = cuda::flash_variant_name(variant);
     const Timing t = time_calls([&] {
       cuda::attention_flash_bf16(gen, q.as<uint16_t>(), k.as<uint16_t>(), v.as<uint16_t>(), out.as<uint16_t>(), nullptr,
                                  variant);

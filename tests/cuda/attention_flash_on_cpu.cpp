@@ -19,10 +19,10 @@
 namespace stepmix::test {
 namespace {
 
-template <int D, int kWarps, int kTilesPerWarp>
+template <int D, int kWarps, int kTilesPerWarp, int kKeys>
 std::vector<uint16_t> run(const AttentionProblem& p, const std::vector<uint16_t>& q, const std::vector<uint16_t>& k,
                           const std::vector<uint16_t>& v) {
-  using Shape = cuda::FlashShape<D, kWarps, kTilesPerWarp>;
+  using Shape = cuda::FlashShape<D, kWarps, kTilesPerWarp, kKeys>;
   std::vector<uint16_t> out(q.size(), 0xA5A5);
   simt::LaunchConfig config;
   config.grid = {unsigned((p.q_rows + cuda::kBlockRows - 1) / cuda::kBlockRows), unsigned(p.q_heads), 1};
@@ -31,16 +31,16 @@ std::vector<uint16_t> run(const AttentionProblem& p, const std::vector<uint16_t>
   config.readable = {{q.data(), q.size() * 2}, {k.data(), k.size() * 2}, {v.data(), v.size() * 2}};
   const float scale_log2 = cuda::flash_scale_log2(p.head_dim);
   simt::launch(config, [&] {
-    cuda::flash_attention_kernel<D, kWarps, kTilesPerWarp>(q.data(), k.data(), v.data(), out.data(), int(p.q_rows),
-                                                           int(p.kv_rows), int(p.q_heads), int(p.kv_heads), p.causal,
-                                                           scale_log2);
+    cuda::flash_attention_kernel<D, kWarps, kTilesPerWarp, kKeys>(q.data(), k.data(), v.data(), out.data(),
+                                                                  int(p.q_rows), int(p.kv_rows), int(p.q_heads),
+                                                                  int(p.kv_heads), p.causal, scale_log2);
   });
   return out;
 }
 
-template <int D, int kWarps, int kTilesPerWarp>
+template <int D, int kWarps, int kTilesPerWarp, int kKeys>
 uint64_t expected_mma(const AttentionProblem& p) {
-  using Shape = cuda::FlashShape<D, kWarps, kTilesPerWarp>;
+  using Shape = cuda::FlashShape<D, kWarps, kTilesPerWarp, kKeys>;
   const uint64_t per_tile =
       uint64_t(kWarps) * kTilesPerWarp * ((D / 16) * (Shape::kTileKeys / 8) + (Shape::kTileKeys / 16) * (D / 8));
   uint64_t total = 0;
@@ -51,16 +51,17 @@ uint64_t expected_mma(const AttentionProblem& p) {
   return total * uint64_t(p.q_heads);
 }
 
-bool wide(cuda::FlashVariant variant) { return variant == cuda::FlashVariant::Rows32PerWarp; }
-
 }  // namespace
 
 std::vector<uint16_t> flash_attention_on_cpu(const AttentionProblem& p, const std::vector<uint16_t>& q,
                                              const std::vector<uint16_t>& k, const std::vector<uint16_t>& v,
                                              cuda::FlashVariant variant) {
-  if (p.head_dim == 64) return wide(variant) ? run<64, 4, 2>(p, q, k, v) : run<64, 8, 1>(p, q, k, v);
-  if (p.head_dim == 128) return wide(variant) ? run<128, 4, 2>(p, q, k, v) : run<128, 8, 1>(p, q, k, v);
-  throw std::invalid_argument("flash_attention_on_cpu: head_dim 64 or 128");
+  if (p.head_dim != 64 && p.head_dim != 128) throw std::invalid_argument("flash_attention_on_cpu: head_dim 64 or 128");
+  std::vector<uint16_t> out;
+  cuda::with_flash_shape(p.head_dim, variant, [&]<int D, int kWarps, int kTilesPerWarp, int kKeys>() {
+    out = run<D, kWarps, kTilesPerWarp, kKeys>(p, q, k, v);
+  });
+  return out;
 }
 
 std::vector<uint16_t> reference_attention_on_cpu(const AttentionProblem& p, const std::vector<uint16_t>& q,
@@ -79,8 +80,11 @@ std::vector<uint16_t> reference_attention_on_cpu(const AttentionProblem& p, cons
 }
 
 uint64_t flash_expected_mma_count(const AttentionProblem& p, cuda::FlashVariant variant) {
-  if (p.head_dim == 64) return wide(variant) ? expected_mma<64, 4, 2>(p) : expected_mma<64, 8, 1>(p);
-  return wide(variant) ? expected_mma<128, 4, 2>(p) : expected_mma<128, 8, 1>(p);
+  uint64_t count = 0;
+  cuda::with_flash_shape(p.head_dim, variant, [&]<int D, int kWarps, int kTilesPerWarp, int kKeys>() {
+    count = expected_mma<D, kWarps, kTilesPerWarp, kKeys>(p);
+  });
+  return count;
 }
 
 }  // namespace stepmix::test

@@ -1,6 +1,6 @@
 // The attention kernels' own sources run on the CPU by the SIMT emulator
 // (attention_flash_on_cpu.hpp), where there is no GPU: the plain twin against
-// the CPU reference, and both flash variants on the
+// the CPU reference, and the three flash variants on the
 // ragged problems of the GPU tests, held to the same bounds against the CPU
 // reference kernel and float64 (attention_cases.hpp), with the number of
 // tensor-core products the launch must issue and no shared-memory bank
@@ -38,14 +38,14 @@ TEST_P(ReferenceAttentionOnCpu, IsTheCpuReference) {
 INSTANTIATE_TEST_SUITE_P(RaggedShapes, ReferenceAttentionOnCpu, ::testing::ValuesIn(ragged_attention_cases()),
                          attention_case_name);
 
-TEST_P(FlashAttentionOnCpu, BothVariantsMeetTheGpuBoundsAgainstTheReferenceAndFloat64) {
+TEST_P(FlashAttentionOnCpu, EveryVariantMeetsTheGpuBoundsAgainstTheReferenceAndFloat64) {
   const AttentionProblem p = GetParam().problem();
   const AttentionOperands o = make_attention_operands(p);
   std::vector<uint16_t> reference(o.q.size());
   kernels::ref::attention_bf16_reference(p, o.q.data(), o.k.data(), o.v.data(), reference.data());
   const std::vector<double> exact = attention_float64(p, widened(o.q), widened(o.k), widened(o.v));
-  for (cuda::FlashVariant variant : {cuda::FlashVariant::Rows16PerWarp, cuda::FlashVariant::Rows32PerWarp}) {
-    const std::string what = variant == cuda::FlashVariant::Rows16PerWarp ? "16 rows per warp" : "32 rows per warp";
+  for (cuda::FlashVariant variant : cuda::kFlashVariants) {
+    const std::string what = cuda::flash_variant_name(variant);
     const std::vector<uint16_t> flash = flash_attention_on_cpu(p, o.q, o.k, o.v, variant);
     EXPECT_EQ(simt::last_launch_counters().mma, flash_expected_mma_count(p, variant)) << what;
     // The XOR swizzle makes every ldmatrix read and cp.async write of the
@@ -71,7 +71,7 @@ TEST(FlashAttentionOnCpuLaunch, FullyMaskedPaddingRowsAndKeysLeaveNoTrace) {
   // weight, and the one output is the one value row, exactly.
   const AttentionProblem p{1, 1, 1, 1, 128, false};
   const AttentionOperands o = make_attention_operands(p);
-  for (cuda::FlashVariant variant : {cuda::FlashVariant::Rows16PerWarp, cuda::FlashVariant::Rows32PerWarp})
+  for (cuda::FlashVariant variant : cuda::kFlashVariants)
     EXPECT_EQ(flash_attention_on_cpu(p, o.q, o.k, o.v, variant), o.v);
 }
 

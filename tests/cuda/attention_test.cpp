@@ -63,13 +63,12 @@ TEST_P(CudaAttention, FlashVariantsAgreeWithTheReferenceAndFloat64) {
   const AttentionOperands o = make_attention_operands(p);
   const std::vector<uint16_t> reference = reference_kernel(p, o);
   const std::vector<double> exact = attention_float64(p, widened(o.q), widened(o.k), widened(o.v));
-  for (cuda::FlashVariant variant : {cuda::FlashVariant::Rows16PerWarp, cuda::FlashVariant::Rows32PerWarp}) {
+  for (cuda::FlashVariant variant : cuda::kFlashVariants) {
     const std::vector<uint16_t> flash =
         run_on_device(p, o, [variant](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
           cuda::attention_flash_bf16(p, q, k, v, out, nullptr, variant);
         });
-    const int rows = variant == cuda::FlashVariant::Rows16PerWarp ? 16 : 32;
-    expect_flash_bounds(flash, reference, exact, o.max_v, std::to_string(rows) + " rows per warp");
+    expect_flash_bounds(flash, reference, exact, o.max_v, cuda::flash_variant_name(variant));
   }
 }
 
@@ -85,7 +84,7 @@ TEST_P(CudaAttention, FlashOnTheGpuMatchesItsCpuEmulation) {
   const AttentionProblem p = problem();
   if (!cuda::attention_flash_supported(p)) GTEST_SKIP() << "flash kernel: head_dim 64 or 128 only";
   const AttentionOperands o = make_attention_operands(p);
-  for (cuda::FlashVariant variant : {cuda::FlashVariant::Rows16PerWarp, cuda::FlashVariant::Rows32PerWarp}) {
+  for (cuda::FlashVariant variant : cuda::kFlashVariants) {
     const std::vector<uint16_t> gpu =
         run_on_device(p, o, [variant](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
           cuda::attention_flash_bf16(p, q, k, v, out, nullptr, variant);
@@ -94,10 +93,9 @@ TEST_P(CudaAttention, FlashOnTheGpuMatchesItsCpuEmulation) {
     double worst = 0;
     for (size_t i = 0; i < gpu.size(); ++i)
       worst = std::max(worst, std::fabs(double(bf16_to_float(gpu[i])) - bf16_to_float(emulated[i])));
-    const int rows = variant == cuda::FlashVariant::Rows16PerWarp ? 16 : 32;
-    EXPECT_LE(worst, std::ldexp(o.max_v, -8)) << rows << " rows per warp";
-    std::printf("flash %d rows per warp, GPU vs CPU emulation: %.4f identical, worst %.3g (max|v| %.3g)\n", rows,
-                compare_bf16(gpu, emulated).exact_fraction(), worst, o.max_v);
+    EXPECT_LE(worst, std::ldexp(o.max_v, -8)) << cuda::flash_variant_name(variant);
+    std::printf("%s, GPU vs CPU emulation: %.4f identical, worst %.3g (max|v| %.3g)\n",
+                cuda::flash_variant_name(variant), compare_bf16(gpu, emulated).exact_fraction(), worst, o.max_v);
   }
 }
 

@@ -13,11 +13,11 @@ namespace {
 using detail::check_cuda;
 using detail::launch_kernel;
 
-template <int D, int kWarps, int kTilesPerWarp>
+template <int D, int kWarps, int kTilesPerWarp, int kKeys>
 void launch_flash(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out,
                   StreamHandle stream) {
-  using Shape = FlashShape<D, kWarps, kTilesPerWarp>;
-  auto kernel = flash_attention_kernel<D, kWarps, kTilesPerWarp>;
+  using Shape = FlashShape<D, kWarps, kTilesPerWarp, kKeys>;
+  auto kernel = flash_attention_kernel<D, kWarps, kTilesPerWarp, kKeys>;
   // Once per instantiation (stepmix uses device 0 only); a failure is thrown
   // and tried again by the next call.
   static const bool shared_memory_set = [&] {
@@ -47,18 +47,9 @@ void attention_flash_bf16(const AttentionProblem& p, const uint16_t* q, const ui
   detail::require(p.q_rows < (int64_t(1) << 30) && p.kv_rows < (int64_t(1) << 30), "attention_flash_bf16",
                   "at most 2^30 rows");
   if (p.q_rows == 0) return;
-  const bool wide = variant == FlashVariant::Rows32PerWarp;
-  if (p.head_dim == 64) {
-    if (wide)
-      launch_flash<64, 4, 2>(p, q, k, v, out, stream);
-    else
-      launch_flash<64, 8, 1>(p, q, k, v, out, stream);
-  } else {
-    if (wide)
-      launch_flash<128, 4, 2>(p, q, k, v, out, stream);
-    else
-      launch_flash<128, 8, 1>(p, q, k, v, out, stream);
-  }
+  with_flash_shape(p.head_dim, variant, [&]<int D, int kWarps, int kTilesPerWarp, int kKeys>() {
+    launch_flash<D, kWarps, kTilesPerWarp, kKeys>(p, q, k, v, out, stream);
+  });
 }
 
 }  // namespace stepmix::cuda

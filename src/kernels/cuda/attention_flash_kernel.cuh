@@ -30,6 +30,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/cuda_kernels.hpp"
+
 namespace stepmix::cuda {
 namespace {
 
@@ -72,11 +74,11 @@ __device__ __forceinline__ void load_tile(uint32_t tile, const uint16_t* base, i
   }
 }
 
-// kTileKeys: key/value rows per tile (64 for 16-row warps; 32 for 32-row
-// warps, whose two score tiles of 64 keys would not fit the registers).
-template <int D, int kWarps, int kTilesPerWarp>
+// kWarps warps of 16·kTilesPerWarp query rows each; kTileKeys key/value rows
+// per tile.
+template <int D, int kWarps, int kTilesPerWarp, int kKeys>
 struct FlashShape {
-  static constexpr int kTileKeys = kTilesPerWarp == 1 ? 64 : 32;
+  static constexpr int kTileKeys = kKeys;
   static constexpr int kThreads = kWarps * 32;
   static constexpr bool kQInRegisters = kTilesPerWarp == 1;
   static constexpr int kQBytes = kBlockRows * D * 2;
@@ -84,14 +86,38 @@ struct FlashShape {
   static constexpr int kSharedBytes = kQBytes + 4 * kTileBytes;  // Q, 2 × (K, V)
   static_assert(kWarps * 16 * kTilesPerWarp == kBlockRows, "a block covers kBlockRows query rows");
   static_assert(D % 64 == 0 && D <= 128, "head_dim 64 or 128");
+  static_assert(kKeys % 16 == 0 && kKeys <= 64, "key tiles of 16 to 64 rows");
 };
 
-template <int D, int kWarps, int kTilesPerWarp>
+// Calls f.template operator()<D, kWarps, kTilesPerWarp, kKeys>() with the
+// shape of `variant` at head_dim 64 or 128 (FlashVariant, cuda_kernels.hpp):
+// 8 × 16 rows and 64 keys; 4 × 32 rows and 32 keys (its two score tiles of
+// 64 keys spill a few registers); 4 × 32 rows and 64 keys, FlashAttention-2's
+// shape on Hopper, spills included. The one list of shapes, for the launch,
+// its CPU emulation and the tests.
+template <class F>
+void with_flash_shape(int64_t head_dim, FlashVariant variant, F&& f) {
+  const auto at = [&]<int D>() {
+    switch (variant) {
+      case FlashVariant::Rows32PerWarp: return f.template operator()<D, 4, 2, 32>();
+      case FlashVariant::Rows32PerWarp64Keys: return f.template operator()<D, 4, 2, 64>();
+      case FlashVariant::Auto:
+      case FlashVariant::Rows16PerWarp: break;
+    }
+    return f.template operator()<D, 8, 1, 64>();
+  };
+  if (head_dim == 64)
+    at.template operator()<64>();
+  else
+    at.template operator()<128>();
+}
+
+template <int D, int kWarps, int kTilesPerWarp, int kKeys>
 __global__ void __launch_bounds__(kWarps * 32, 1)
     flash_attention_kernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
                            const uint16_t* __restrict__ v, uint16_t* __restrict__ out, int q_rows, int kv_rows,
                            int q_heads, int kv_heads, bool causal, float scale_log2) {
-  using Shape = FlashShape<D, kWarps, kTilesPerWarp>;
+  using Shape = FlashShape<D, kWarps, kTilesPerWarp, kKeys>;
   constexpr int kThreads = Shape::kThreads;
   constexpr int kTileKeys = Shape::kTileKeys;
   constexpr int kKSteps = D / 16;             // k16 slices of the head dimension

@@ -120,10 +120,22 @@ void linear_rows_f32(const float* x, const void* w, bool w_is_bf16, int64_t M, i
 // rows; generation rows] with causal = false.
 
 enum class FlashVariant {
-  Auto,          // what attention_bf16 uses
-  Rows16PerWarp,  // 8 warps × 16 query rows, Q kept in registers
-  Rows32PerWarp   // 4 warps × 32 query rows, Q re-read from shared memory
+  Auto,                // what attention_bf16 uses
+  Rows16PerWarp,       // 8 warps × 16 query rows, Q kept in registers, 64-key tiles
+  Rows32PerWarp,       // 4 warps × 32 query rows, Q re-read from shared memory, 32-key tiles
+  Rows32PerWarp64Keys  // the same with 64-key tiles (FlashAttention-2's shape on Hopper)
 };
+inline constexpr FlashVariant kFlashVariants[] = {FlashVariant::Rows16PerWarp, FlashVariant::Rows32PerWarp,
+                                                   FlashVariant::Rows32PerWarp64Keys};
+inline const char* flash_variant_name(FlashVariant v) {
+  switch (v) {
+    case FlashVariant::Rows16PerWarp: return "flash 16 rows/warp";
+    case FlashVariant::Rows32PerWarp: return "flash 32 rows/warp";
+    case FlashVariant::Rows32PerWarp64Keys: return "flash 32 rows/warp 64 keys";
+    case FlashVariant::Auto: break;
+  }
+  return "flash (auto)";
+}
 
 // Flash attention (FlashAttention-2 style, bf16 tensor-core products, float32
 // scores and softmax statistics, online softmax, no [q_rows, kv_rows] matrix

@@ -166,13 +166,13 @@ std::string where(const Emulator& e, const Fiber& f) {
   return s.str();
 }
 
-// Records the first error and leaves the fiber for good; the scheduler ends
-// the launch (and Boost.Context unwinds the fibers it leaves suspended).
+// Records the first error and leaves the fiber: the scheduler ends the launch
+// and resumes this thread only to abandon it (switch_to_scheduler throws).
 [[noreturn]] void fail_in_fiber() {
   if (emulator().direct) throw Error("simt", emulator().error);
   fiber().done = true;
   switch_to_scheduler();
-  std::abort();  // never resumed
+  std::abort();  // not reached: the scheduler resumes a failed thread only to abandon it
 }
 
 void set_error(const std::string& what) {
