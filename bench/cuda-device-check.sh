@@ -222,7 +222,7 @@ main() {
     echo "== no GPU: stopping after the build ($(sed -n 's/.*"reason": "\([^"]*\)".*/\1/p' <<<"$device"))"
     return 3
   fi
-  step 120 "ctest -L cuda" bash -c 'cd "$1" && ctest -L cuda -j 8 --output-on-failure --timeout 100 >"$2/ctest.log" 2>&1; rc=$?; tail -25 "$2/ctest.log"; exit $rc' _ "$build" "$out" ||
+  step 120 "ctest -L cuda" bash -c 'cd "$1" && ctest -L "^cuda\$" -j 8 --output-on-failure --timeout 100 >"$2/ctest.log" 2>&1; rc=$?; tail -25 "$2/ctest.log"; exit $rc' _ "$build" "$out" ||
     status=1
   step 60 "generate on both devices" bash "$here/cuda_generate_check.sh" "$build/stepmix" "$root/models/fashion-cosmos3-fp8" "$out/generate.json" ||
     status=1

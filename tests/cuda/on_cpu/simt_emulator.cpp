@@ -338,11 +338,6 @@ const LaneSlot& collective(Op op, uint64_t argument, const uint64_t* in, int cou
   return slot;
 }
 
-uint32_t shared_b32(uint32_t address) {
-  uint32_t v;
-  std::memcpy(&v, &emulator().shared[address], 4);
-  return v;
-}
 uint16_t shared_b16(uint32_t address) {
   uint16_t v;
   std::memcpy(&v, &emulator().shared[address], 2);
@@ -542,7 +537,6 @@ void async_copy_wait(int groups_in_flight) {
 }
 
 void ldmatrix_x4(uint32_t (&r)[4], uint32_t address, bool transposed) {
-  Emulator& e = emulator();
   // Lanes 8i..8i+7 address the rows of matrix i; every row is 16 bytes.
   check_shared(address, 16, transposed ? "ldmatrix.x4.trans row" : "ldmatrix.x4 row");
   const uint64_t in[1] = {address};
