@@ -1,9 +1,10 @@
-// Device detection, memory, buffers, streams and timers of cuda_device.hpp.
-#include <atomic>
+// Device detection, memory, buffers, streams and timers of cuda_device.hpp on
+// the CUDA runtime (what touches no device is device_common.cpp).
 #include <string>
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_device.hpp"
+#include "kernels/cuda/device_accounting.hpp"
 
 namespace stepmix::cuda {
 
@@ -19,23 +20,8 @@ std::string status_text(cudaError_t status) {
   return std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status);
 }
 
-std::atomic<std::size_t> g_allocated{0};
-std::atomic<std::size_t> g_peak{0};
-
-void note_allocation(std::size_t bytes) {
-  const std::size_t now = g_allocated.fetch_add(bytes) + bytes;
-  std::size_t peak = g_peak.load();
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
-  }
-}
 
 }  // namespace
-
-namespace detail {
-void require(bool condition, const char* function, const std::string& what) {
-  if (!condition) throw Error("cuda", std::string(function) + ": " + what);
-}
-}  // namespace detail
 
 bool built_with_cuda() { return true; }
 
@@ -92,12 +78,6 @@ DeviceInfo probe_device(int device) {
   return info;
 }
 
-bool cuda_available(std::string* why_not) {
-  const DeviceInfo info = probe_device(0);
-  if (!info.usable && why_not) *why_not = info.reason;
-  return info.usable;
-}
-
 DeviceInfo require_device(int device) {
   DeviceInfo info = probe_device(device);
   if (!info.usable) throw Error("cuda", info.reason);
@@ -110,15 +90,6 @@ MemoryInfo device_memory() {
   check_cuda(cudaMemGetInfo(&memory.free_bytes, &memory.total_bytes), "cudaMemGetInfo");
   return memory;
 }
-
-void require_device_memory(std::size_t needed_bytes, const std::string& what) {
-  const MemoryInfo memory = device_memory();
-  if (needed_bytes > memory.free_bytes) throw Error("cuda", memory_shortfall_message(needed_bytes, memory, what));
-}
-
-std::size_t allocated_bytes() { return g_allocated.load(); }
-std::size_t peak_allocated_bytes() { return g_peak.load(); }
-void reset_peak_allocated_bytes() { g_peak.store(g_allocated.load()); }
 
 // ---------------------------------------------------------------- DeviceBuffer
 DeviceBuffer::DeviceBuffer(std::size_t bytes) {
@@ -133,25 +104,7 @@ DeviceBuffer::DeviceBuffer(std::size_t bytes) {
   }
   data_ = p;
   bytes_ = bytes;
-  note_allocation(bytes);
-}
-
-DeviceBuffer::~DeviceBuffer() { release(); }
-
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), bytes_(other.bytes_) {
-  other.data_ = nullptr;
-  other.bytes_ = 0;
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    release();
-    data_ = other.data_;
-    bytes_ = other.bytes_;
-    other.data_ = nullptr;
-    other.bytes_ = 0;
-  }
-  return *this;
+  detail::note_allocation(bytes);
 }
 
 void DeviceBuffer::release() noexcept {
@@ -159,7 +112,7 @@ void DeviceBuffer::release() noexcept {
   // A failure here (a sticky error from an earlier fault) has already been
   // reported where it happened; a destructor cannot throw.
   cudaFree(data_);
-  g_allocated.fetch_sub(bytes_);
+  detail::note_release(bytes_);
   data_ = nullptr;
   bytes_ = 0;
 }

@@ -5,14 +5,15 @@
 // GPU it would fault; here it would silently work). Streams run in order at
 // once: every operation is complete when it returns.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <new>
 
+#include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_device.hpp"
+#include "kernels/cuda/device_accounting.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix::cuda {
@@ -24,8 +25,6 @@ constexpr std::size_t kTotalBytes = std::size_t(16) << 30;
 
 std::mutex g_mutex;
 std::map<const unsigned char*, std::size_t> g_allocations;  // start → bytes
-std::atomic<std::size_t> g_allocated{0};
-std::atomic<std::size_t> g_peak{0};
 
 bool registered(const void* p, std::size_t bytes) {
   const auto* q = static_cast<const unsigned char*>(p);
@@ -45,10 +44,6 @@ void require_device_pointer(const void* p, std::size_t bytes, const char* operat
 }  // namespace
 
 namespace detail {
-void require(bool condition, const char* function, const std::string& what) {
-  if (!condition) throw Error("cuda", std::string(function) + ": " + what);
-}
-
 bool in_device_memory(const void* p, std::size_t bytes) { return registered(p, bytes); }
 
 std::vector<std::pair<const void*, std::size_t>> device_allocations() {
@@ -79,31 +74,16 @@ DeviceInfo probe_device(int device) {
   return info;
 }
 
-bool cuda_available(std::string* why_not) {
-  const DeviceInfo info = probe_device(0);
-  if (!info.usable && why_not) *why_not = info.reason;
-  return info.usable;
-}
-
 DeviceInfo require_device(int device) {
   DeviceInfo info = probe_device(device);
-  if (!info.usable) throw Error("cuda", "--device cuda: " + info.reason);
+  if (!info.usable) throw Error("cuda", info.reason);
   return info;
 }
 
 MemoryInfo device_memory() {
-  const std::size_t used = std::min(g_allocated.load(), kTotalBytes);
+  const std::size_t used = std::min(allocated_bytes(), kTotalBytes);
   return {kTotalBytes - used, kTotalBytes};
 }
-
-void require_device_memory(std::size_t needed_bytes, const std::string& what) {
-  const MemoryInfo memory = device_memory();
-  if (needed_bytes > memory.free_bytes) throw Error("cuda", memory_shortfall_message(needed_bytes, memory, what));
-}
-
-std::size_t allocated_bytes() { return g_allocated.load(); }
-std::size_t peak_allocated_bytes() { return g_peak.load(); }
-void reset_peak_allocated_bytes() { g_peak.store(g_allocated.load()); }
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) {
   if (bytes == 0) return;
@@ -115,28 +95,7 @@ DeviceBuffer::DeviceBuffer(std::size_t bytes) {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_allocations[static_cast<const unsigned char*>(data_)] = bytes;
   }
-  const std::size_t now = g_allocated += bytes;
-  std::size_t peak = g_peak.load();
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
-  }
-}
-
-DeviceBuffer::~DeviceBuffer() { release(); }
-
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), bytes_(other.bytes_) {
-  other.data_ = nullptr;
-  other.bytes_ = 0;
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    release();
-    data_ = other.data_;
-    bytes_ = other.bytes_;
-    other.data_ = nullptr;
-    other.bytes_ = 0;
-  }
-  return *this;
+  detail::note_allocation(bytes);
 }
 
 void DeviceBuffer::release() noexcept {
@@ -145,7 +104,7 @@ void DeviceBuffer::release() noexcept {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_allocations.erase(static_cast<const unsigned char*>(data_));
   }
-  g_allocated -= bytes_;
+  detail::note_release(bytes_);
   ::operator delete(data_, std::align_val_t(256));
   data_ = nullptr;
   bytes_ = 0;
