@@ -5,8 +5,9 @@
 # line naming what is missing, before anything is written. Where a GPU is
 # usable, a bf16 forward runs, a generation on a model with vae/ decodes its
 # picture on the GPU, image-to-video encodes its picture there, `vae decode`
-# and `vae encode` run there, and float32 activations are refused with one
-# line.
+# and `vae encode` run there, bench reports peak GPU memory, compare writes
+# its report, and float32 activations are refused with one line. The tests'
+# CPU build of the CUDA backend (stepmix_on_cpu) takes the GPU branch too.
 # $1 = stepmix binary, $2 = tests/data.
 set -u
 source "$(dirname "$0")/lib.sh" "$@"
@@ -68,6 +69,18 @@ if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/e
     fail "text-to-video on cuda: $(cat "$tmp/err")"
   cmp -s "$tmp/i2v.safetensors" "$tmp/t2v.safetensors" && fail "image-to-video on cuda: the picture changed nothing"
   rm -rf "$tmp/x.png" "$tmp/i2v" "$tmp/i2v.safetensors" "$tmp/t2v.safetensors"
+  # bench reports the peak GPU memory of each mode; compare writes its report.
+  checks=$((checks + 1))
+  "$bin" bench --model "$g/transformer-fp8" --prompt-ids 28,93,12,95 --latent-shape 4,1,6,8 --steps 2 --repeat 1 \
+    --warmup 0 --no-peer --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err" || fail "bench on cuda: $(cat "$tmp/err")"
+  grep -qE "^peak GPU memory: w8a16 .* w8a8 .* mixed " "$tmp/out" || fail "bench on cuda: no peak GPU memory: $(cat "$tmp/out")"
+  checks=$((checks + 1))
+  printf 'ids:28,93,12,50,83,45,72,55,80,64,77,94,95\tlabel:1\n' >"$tmp/prompts.txt"
+  "$bin" compare --model "$g/transformer-fp8" --reference "$g/transformer" --prompts "$tmp/prompts.txt" --seeds 1 \
+    --steps 2 --latent-shape 4,1,6,8 --device cuda --activations bf16 --out "$tmp/report" >"$tmp/out" 2>"$tmp/err" ||
+    fail "compare on cuda: $(cat "$tmp/err")"
+  [[ -s $tmp/report/report.json && -s $tmp/report/grid.png ]] || fail "compare on cuda wrote no report"
+  rm -rf "$tmp/report"
 elif ! grep -qE "^stepmix: \[cuda\] $missing" "$tmp/err"; then
   # A GPU whose forward failed for another reason: say so, not "no GPU".
   checks=$((checks + 1))
