@@ -1,5 +1,4 @@
-// Runs attention_flash_kernel.cuh and attention_reference_kernel.cuh under the
-// SIMT emulator. This file defines
+// Runs attention_flash_kernel.cuh under the SIMT emulator. This file defines
 // CUDA's spellings as macros (cuda_on_cpu.hpp), so CMake keeps it out of the
 // unity batches.
 #include "attention_flash_on_cpu.hpp"
@@ -9,7 +8,6 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunknown-pragmas"  // #pragma unroll
 #include "kernels/cuda/attention_flash_kernel.cuh"
-#include "kernels/cuda/attention_reference_kernel.cuh"
 #pragma GCC diagnostic pop
 // clang-format on
 
@@ -60,21 +58,6 @@ std::vector<uint16_t> flash_attention_on_cpu(const AttentionProblem& p, const st
   std::vector<uint16_t> out;
   cuda::with_flash_shape(p.head_dim, variant, [&]<int D, int kWarps, int kTilesPerWarp, int kKeys>() {
     out = run<D, kWarps, kTilesPerWarp, kKeys>(p, q, k, v);
-  });
-  return out;
-}
-
-std::vector<uint16_t> reference_attention_on_cpu(const AttentionProblem& p, const std::vector<uint16_t>& q,
-                                                 const std::vector<uint16_t>& k, const std::vector<uint16_t>& v) {
-  std::vector<uint16_t> out(q.size(), 0xA5A5);
-  const int64_t tasks = p.q_rows * p.q_heads;
-  constexpr int kThreads = cuda::kReferenceAttentionThreads;
-  simt::LaunchConfig config;
-  config.grid = {unsigned((tasks + kThreads - 1) / kThreads), 1, 1};
-  config.block = {unsigned(kThreads), 1, 1};
-  simt::launch(config, [&] {
-    cuda::attention_reference_kernel(q.data(), k.data(), v.data(), out.data(), p.q_rows, p.kv_rows, int(p.q_heads),
-                                     int(p.kv_heads), int(p.head_dim), p.causal);
   });
   return out;
 }

@@ -1,8 +1,7 @@
-// The attention kernels' own sources (attention_flash_kernel.cuh,
-// attention_reference_kernel.cuh) run on the CPU by the SIMT emulator, with
-// the launch geometry of attention_flash_bf16 and attention_reference_bf16.
-// Used by the CPU tests of the kernels and by the GPU test that holds the
-// flash emulation to the hardware.
+// The flash attention kernel's own source (attention_flash_kernel.cuh) run on
+// the CPU by the SIMT emulator, with the launch geometry of
+// attention_flash_bf16. Used by the CPU tests of the kernel and by the GPU
+// test that holds the emulation to the hardware.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +19,6 @@ namespace stepmix::test {
 std::vector<uint16_t> flash_attention_on_cpu(const AttentionProblem& p, const std::vector<uint16_t>& q,
                                              const std::vector<uint16_t>& k, const std::vector<uint16_t>& v,
                                              cuda::FlashVariant variant);
-
-// attention_reference_bf16's kernel, on the same layouts.
-std::vector<uint16_t> reference_attention_on_cpu(const AttentionProblem& p, const std::vector<uint16_t>& q,
-                                                 const std::vector<uint16_t>& k, const std::vector<uint16_t>& v);
 
 // The mma.sync instructions the launch must have issued: per block, per key
 // tile it visits, per warp and per 16-row tile, kD/16 · kTileKeys/8 for S and

@@ -14,6 +14,7 @@
 
 #include "core/numerics.hpp"
 #include "kernels/cuda/cuda_device.hpp"
+#include "vae/frame.hpp"
 
 namespace stepmix::test {
 
@@ -89,5 +90,28 @@ inline ::testing::AssertionResult contains(const std::string& text, const std::s
 }
 
 inline uint32_t float_bits(float f) { return std::bit_cast<uint32_t>(f); }
+
+// Every float identical, bit for bit; `what` names the comparison.
+inline void expect_same_floats(const std::vector<float>& got, const std::vector<float>& want,
+                               const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << what << " " << i;
+}
+
+// A VAE frame [h][w][c] of seeded normal values times `scale`, float32 or
+// bf16 (rounded to nearest even).
+inline vae::Frame random_frame(int64_t h, int64_t w, int64_t c, uint32_t seed,
+                               kernels::FrameElement type = kernels::FrameElement::F32, float scale = 1.0f) {
+  vae::Frame f = vae::Frame::zeros(h, w, c, type);
+  const std::vector<float> values = normal_floats(std::size_t(h * w * c), seed, scale);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (type == kernels::FrameElement::F32) {
+      f.f32[i] = values[i];
+    } else {
+      f.bf16[i] = float_to_bf16_rne(values[i]);
+    }
+  }
+  return f;
+}
 
 }  // namespace stepmix::test

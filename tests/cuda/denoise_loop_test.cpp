@@ -21,11 +21,6 @@ namespace {
 
 class CudaDenoiseLoop : public CudaTest {};
 
-void expect_same_floats(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << what << " " << i;
-}
-
 TEST_F(CudaDenoiseLoop, CfgAndEulerStepsAreThoseOfTheCpuLoopBitForBit) {
   const size_t n = 50021;
   std::vector<float> latent = normal_floats(n, 81, 1.0f);

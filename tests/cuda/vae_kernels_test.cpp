@@ -26,19 +26,8 @@ using kernels::FrameElement;
 
 class CudaVaeKernels : public CudaTest {};
 
-vae::Frame float_frame(int64_t h, int64_t w, int64_t c, uint32_t seed) {
-  vae::Frame f = vae::Frame::zeros(h, w, c);
-  f.f32 = normal_floats(std::size_t(h * w * c), seed, 1.0f);
-  return f;
-}
-
-void expect_same_floats(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << what << " " << i;
-}
-
 TEST_F(CudaVaeKernels, IndexMapsAreTheCpuLayersBitForBit) {
-  const vae::Frame x = float_frame(5, 7, 12, 1);
+  const vae::Frame x = random_frame(5, 7, 12, 1);
   const auto on_device = [&](const vae::Frame& frame) { return to_device(frame.f32); };
   {
     cuda::DeviceBuffer dx = on_device(x), y = poisoned<float>(std::size_t(4 * x.size()));
@@ -58,7 +47,7 @@ TEST_F(CudaVaeKernels, IndexMapsAreTheCpuLayersBitForBit) {
   }
   {
     // Average-down over two frames of 6 × 8 (the second missing once: zeros).
-    const vae::Frame a = float_frame(6, 8, 4, 2), b = float_frame(6, 8, 4, 3);
+    const vae::Frame a = random_frame(6, 8, 4, 2), b = random_frame(6, 8, 4, 3);
     cuda::DeviceBuffer da = on_device(a), db = on_device(b);
     for (const auto& [c_out, ft, fs] : {std::tuple<int64_t, int, int>{8, 2, 2}, {32, 2, 2}, {4, 1, 2}}) {
       for (bool missing : {false, true}) {
@@ -84,13 +73,13 @@ TEST_F(CudaVaeKernels, IndexMapsAreTheCpuLayersBitForBit) {
     expect_same_floats(to_host<float>(y, want.size()), want, "channel slice");
   }
   {
-    vae::Frame pixels = float_frame(8, 6, 3, 4);
+    vae::Frame pixels = random_frame(8, 6, 3, 4);
     const vae::Frame want = vae::patchify(pixels, 2);
     cuda::DeviceBuffer dp = on_device(pixels), y = poisoned<float>(want.f32.size());
     cuda::patchify_pixels(dp.as<float>(), pixels.h, pixels.w, pixels.c, 2, y.as<float>(), nullptr);
     expect_same_floats(to_host<float>(y, want.f32.size()), want.f32, "patchify");
 
-    vae::Frame latent = float_frame(4, 3, 12, 5);
+    vae::Frame latent = random_frame(4, 3, 12, 5);
     for (float& v : latent.f32) v *= 2.0f;  // values beyond the clamp
     latent.f32[7] = std::nanf("");
     const vae::Frame back = vae::unpatchify_clamped(latent, 2);

@@ -27,19 +27,6 @@ using kernels::FrameElement;
 
 class CudaVae : public CudaTest {};
 
-vae::Frame random_frame(int64_t h, int64_t w, int64_t c, uint32_t seed, FrameElement type, float scale = 1.0f) {
-  vae::Frame f = vae::Frame::zeros(h, w, c, type);
-  const std::vector<float> values = normal_floats(std::size_t(h * w * c), seed, scale);
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (type == FrameElement::F32) {
-      f.f32[i] = values[i];
-    } else {
-      f.bf16[i] = float_to_bf16_rne(values[i]);
-    }
-  }
-  return f;
-}
-
 vae::Frame absolute(vae::Frame f) {
   for (float& v : f.f32) v = std::fabs(v);
   for (uint16_t& v : f.bf16) v &= 0x7FFFu;

@@ -32,6 +32,11 @@ forward=(forward --model "$g/transformer" --inputs "$case_file" --out "$tmp/x.sa
 vae_dir=$data/golden/wan22-vae-tiny
 decode=(vae decode --vae "$vae_dir/vae" --latent "$vae_dir/decode/image.safetensors" --out "$tmp/x.png")
 encode=(vae encode --vae "$vae_dir/vae" --pixels "$vae_dir/encode/image.safetensors" --out "$tmp/x.safetensors")
+bench=(bench --model "$g/transformer-fp8" --prompt-ids 28,93,12,95 --latent-shape 4,1,6,8 --steps 2 --repeat 1
+  --warmup 0 --no-peer --device cuda --activations bf16)
+printf 'ids:28,93,12,50,83,45,72,55,80,64,77,94,95\tlabel:1\n' >"$tmp/prompts.txt"
+compare=(compare --model "$g/transformer-fp8" --reference "$g/transformer" --prompts "$tmp/prompts.txt" --seeds 1
+  --steps 2 --latent-shape 4,1,6,8 --device cuda --activations bf16 --out "$tmp/report")
 if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err"; then
   # A usable GPU: the forward ran; float32 activations are CPU-only.
   echo "device: a usable GPU is present"
@@ -71,14 +76,10 @@ if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/e
   rm -rf "$tmp/x.png" "$tmp/i2v" "$tmp/i2v.safetensors" "$tmp/t2v.safetensors"
   # bench reports the peak GPU memory of each mode; compare writes its report.
   checks=$((checks + 1))
-  "$bin" bench --model "$g/transformer-fp8" --prompt-ids 28,93,12,95 --latent-shape 4,1,6,8 --steps 2 --repeat 1 \
-    --warmup 0 --no-peer --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err" || fail "bench on cuda: $(cat "$tmp/err")"
+  "$bin" "${bench[@]}" >"$tmp/out" 2>"$tmp/err" || fail "bench on cuda: $(cat "$tmp/err")"
   grep -qE "^peak GPU memory: w8a16 .* w8a8 .* mixed " "$tmp/out" || fail "bench on cuda: no peak GPU memory: $(cat "$tmp/out")"
   checks=$((checks + 1))
-  printf 'ids:28,93,12,50,83,45,72,55,80,64,77,94,95\tlabel:1\n' >"$tmp/prompts.txt"
-  "$bin" compare --model "$g/transformer-fp8" --reference "$g/transformer" --prompts "$tmp/prompts.txt" --seeds 1 \
-    --steps 2 --latent-shape 4,1,6,8 --device cuda --activations bf16 --out "$tmp/report" >"$tmp/out" 2>"$tmp/err" ||
-    fail "compare on cuda: $(cat "$tmp/err")"
+  "$bin" "${compare[@]}" >"$tmp/out" 2>"$tmp/err" || fail "compare on cuda: $(cat "$tmp/err")"
   [[ -s $tmp/report/report.json && -s $tmp/report/grid.png ]] || fail "compare on cuda wrote no report"
   rm -rf "$tmp/report"
 elif ! grep -qE "^stepmix: \[cuda\] $missing" "$tmp/err"; then
@@ -92,12 +93,8 @@ else
   expect_missing forward-env env STEPMIX_DEVICE=cuda "$bin" "${forward[@]}"
   expect_missing generate "$bin" generate --model "$g/transformer-fp8" --prompt-ids 28,93,12,95 --latent-shape 4,1,6,8 \
     --steps 2 --save-latents "$tmp/x.safetensors" --device cuda --activations bf16
-  expect_missing bench "$bin" bench --model "$g/transformer-fp8" --prompt-ids 28,93,12,95 --latent-shape 4,1,6,8 \
-    --steps 2 --repeat 1 --warmup 0 --no-peer --device cuda --activations bf16
-  printf 'ids:28,93,12,50,83,45,72,55,80,64,77,94,95\tlabel:1\n' >"$tmp/prompts.txt"
-  expect_missing compare "$bin" compare --model "$g/transformer-fp8" --reference "$g/transformer" \
-    --prompts "$tmp/prompts.txt" --seeds 1 --steps 2 --latent-shape 4,1,6,8 --device cuda --activations bf16 \
-    --out "$tmp/report"
+  expect_missing bench "$bin" "${bench[@]}"
+  expect_missing compare "$bin" "${compare[@]}"
   [[ ! -e $tmp/report ]] || fail "compare: a report folder was written"
   expect_missing vae-decode "$bin" "${decode[@]}" --device cuda --activations bf16
   expect_missing vae-decode-env env STEPMIX_DEVICE=cuda "$bin" "${decode[@]}" --activations bf16

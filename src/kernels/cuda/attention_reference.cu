@@ -34,7 +34,7 @@ void attention_reference_bf16(const AttentionProblem& p, const uint16_t* q, cons
           "head_dim at most " + std::to_string(kMaxHeadDim) + ", got " + std::to_string(p.head_dim));
   if (p.q_rows == 0) return;
   const int64_t tasks = p.q_rows * p.q_heads;
-  constexpr int kThreads = kReferenceAttentionThreads;
+  constexpr int kThreads = 128;
   launch_kernel("attention_reference_bf16", attention_reference_kernel, unsigned((tasks + kThreads - 1) / kThreads),
                 kThreads, 0, stream, q, k, v, out, p.q_rows, p.kv_rows, int(p.q_heads), int(p.kv_heads),
                 int(p.head_dim), p.causal);

@@ -24,7 +24,6 @@ namespace {
 using namespace detail;
 
 constexpr int kMaxHeadDim = 256;
-constexpr int kReferenceAttentionThreads = 128;  // per block, one (row, head) each
 
 __device__ float score(const uint16_t* query, const uint16_t* key, int D, float scale) {
   float dot = 0.0f;

@@ -54,7 +54,6 @@ inline std::string describe(const PlanKey& k) {
          (k.bias_bf16 ? " bf16 bias" : "");
 }
 
-
 struct Pointers {
   const void* x;
   const void* w;

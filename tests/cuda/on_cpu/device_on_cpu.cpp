@@ -26,7 +26,10 @@ constexpr std::size_t kTotalBytes = std::size_t(16) << 30;
 std::mutex g_mutex;
 std::map<const unsigned char*, std::size_t> g_allocations;  // start → bytes
 
-bool registered(const void* p, std::size_t bytes) {
+}  // namespace
+
+namespace detail {
+bool in_device_memory(const void* p, std::size_t bytes) {
   const auto* q = static_cast<const unsigned char*>(p);
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_allocations.upper_bound(q);
@@ -35,17 +38,6 @@ bool registered(const void* p, std::size_t bytes) {
   return q + bytes <= it->first + it->second;
 }
 
-void require_device_pointer(const void* p, std::size_t bytes, const char* operation) {
-  if (bytes > 0 && !registered(p, bytes))
-    throw Error("cuda", std::string(operation) + ": " + std::to_string(bytes) +
-                            " bytes that are not device memory (the CPU build of the kernels checks every copy)");
-}
-
-}  // namespace
-
-namespace detail {
-bool in_device_memory(const void* p, std::size_t bytes) { return registered(p, bytes); }
-
 std::vector<std::pair<const void*, std::size_t>> device_allocations() {
   std::lock_guard<std::mutex> lock(g_mutex);
   std::vector<std::pair<const void*, std::size_t>> all;
@@ -53,6 +45,14 @@ std::vector<std::pair<const void*, std::size_t>> device_allocations() {
   return all;
 }
 }  // namespace detail
+
+namespace {
+void require_device_pointer(const void* p, std::size_t bytes, const char* operation) {
+  if (bytes > 0 && !detail::in_device_memory(p, bytes))
+    throw Error("cuda", std::string(operation) + ": " + std::to_string(bytes) +
+                            " bytes that are not device memory (the CPU build of the kernels checks every copy)");
+}
+}  // namespace
 
 bool built_with_cuda() { return true; }
 std::string build_info() { return "SIMT emulator on the CPU (tests)"; }

@@ -18,7 +18,7 @@ bool in_device_memory(const void* p, std::size_t bytes);  // device_on_cpu.cpp
 
 namespace {
 
-void require_device(const void* p, std::size_t bytes, const PlanKey& key, const char* what) {
+void require_device_operand(const void* p, std::size_t bytes, const PlanKey& key, const char* what) {
   if (bytes > 0 && !in_device_memory(p, bytes))
     throw Error("cuda", "cublasLtMatmul (" + describe(key) + "): " + what + " is not device memory");
 }
@@ -38,13 +38,13 @@ class CpuEngine final : public GemmEngine {
     plans_.insert(key);
     const int64_t ld_w = key.ld_w ? key.ld_w : key.K;
     const std::size_t operand_bytes = key.operands == Operands::E4M3 ? 1 : key.operands == Operands::BF16 ? 2 : 4;
-    require_device(p.x, std::size_t(key.M * key.K) * operand_bytes, key, "x");
-    require_device(p.w, std::size_t((key.N - 1) * ld_w + key.K) * operand_bytes, key, "W");
-    require_device(p.y, std::size_t(key.M * key.N) * (key.f32_output ? 4 : 2), key, "y");
-    if (key.bias_bf16) require_device(p.bias, std::size_t(key.N) * 2, key, "the bias");
+    require_device_operand(p.x, std::size_t(key.M * key.K) * operand_bytes, key, "x");
+    require_device_operand(p.w, std::size_t((key.N - 1) * ld_w + key.K) * operand_bytes, key, "W");
+    require_device_operand(p.y, std::size_t(key.M * key.N) * (key.f32_output ? 4 : 2), key, "y");
+    if (key.bias_bf16) require_device_operand(p.bias, std::size_t(key.N) * 2, key, "the bias");
     if (key.operands == Operands::E4M3) {
-      require_device(p.x_scale, 4, key, "input_scale");
-      require_device(p.w_scale, 4, key, "weight_scale");
+      require_device_operand(p.x_scale, 4, key, "input_scale");
+      require_device_operand(p.w_scale, 4, key, "weight_scale");
     }
     float scale = alpha;
     if (key.operands == Operands::E4M3) scale = alpha * (*p.x_scale * *p.w_scale);  // device floats: host memory here

@@ -52,8 +52,7 @@ struct LaneSlot {
 };
 
 struct Warp {
-  int lanes = 0;  // threads of the block in this warp
-  int live = 0;   // of those, not yet exited
+  int live = 0;  // threads of the block in this warp not yet exited
   int arrived = 0;
   unsigned generation = 0;
   // Collective n uses slot set n % 2: a lane can get at most one collective
@@ -389,7 +388,7 @@ void launch(const LaunchConfig& config, const std::function<void()>& thread_body
         e.block_live = int(threads);
         for (std::size_t w = 0; w < e.warps.size(); ++w) {
           e.warps[w] = Warp{};
-          e.warps[w].lanes = e.warps[w].live = int(std::min<uint64_t>(kWarpSize, threads - w * kWarpSize));
+          e.warps[w].live = int(std::min<uint64_t>(kWarpSize, threads - w * kWarpSize));
         }
         for (std::size_t t = 0; t < threads; ++t) {
           Fiber& f = e.fibers[t];
