@@ -22,9 +22,8 @@ T* grown(cuda::DeviceBuffer& buffer, int64_t count) {
   return buffer.as<T>();
 }
 
-// A device copy of `bytes` host bytes, queued on `stream` (which a
-// non-blocking stream needs: DeviceBuffer::from_host copies on the legacy
-// default stream, which it does not wait for).
+// A device copy of `bytes` host bytes, queued on `stream` (where
+// DeviceBuffer::from_host would wait for the whole device).
 inline cuda::DeviceBuffer uploaded(const void* host, std::size_t bytes, cuda::StreamHandle stream) {
   cuda::DeviceBuffer buffer(bytes);
   cuda::copy_to_device(buffer.data(), host, bytes, stream);

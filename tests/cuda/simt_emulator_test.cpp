@@ -128,6 +128,7 @@ TEST(SimtEmulator, AsyncCopiesLandAtTheirWaitAndInvalidOnesZeroFill) {
   std::vector<std::array<uint32_t, 3>> seen(3);
   simt::LaunchConfig c = config({1, 1, 1}, {32, 1, 1}, 64);
   c.readable = {{source.data(), 16}};
+  c.check_races = false;  // the warp reads what has not landed, on purpose
   simt::launch(c, [&] {
     const int lane = int(simt::thread_index().x);
     auto look = [&](int when) {
@@ -165,6 +166,7 @@ TEST(SimtEmulator, SharedBankConflictsAreCounted) {
   for (bool swizzled : {false, true}) {
     simt::LaunchConfig c = config({1, 1, 1}, {32, 1, 1}, 8192);
     c.readable = {{source.data(), 16}};
+    c.check_races = false;  // only the addresses matter: the rows read were never written
     simt::launch(c, [&] {
       const uint32_t lane = simt::thread_index().x, row = lane % 8 + 8 * (lane / 8);
       const uint32_t chunk = swizzled ? (lane % 8) : 0;
@@ -184,6 +186,7 @@ TEST(SimtEmulatorErrors, SharedMemoryOutsideTheLaunchOrMisalignedIsRefused) {
   std::vector<uint16_t> source(8);
   simt::LaunchConfig c = config({1, 1, 1}, {32, 1, 1}, 256);
   c.readable = {{source.data(), 16}};
+  c.check_races = false;  // the rows inside are never written
   EXPECT_TRUE(contains(launch_error(c, [&] { simt::async_copy_16(256, source.data(), true); }),
                        "cp.async destination at shared offset 256 (16 bytes): outside the 256 bytes"));
   EXPECT_TRUE(contains(launch_error(c,
@@ -205,7 +208,8 @@ TEST(SimtEmulatorErrors, AsyncCopiesFromOutsideTheReadableRangesAreRefused) {
 }
 
 TEST(SimtEmulatorErrors, DivergentWarpsAndLanesThatLeaveTheirWarpAreRefused) {
-  const simt::LaunchConfig c = config({1, 1, 1}, {32, 1, 1}, 64);
+  simt::LaunchConfig c = config({1, 1, 1}, {32, 1, 1}, 64);
+  c.check_races = false;  // the row read is never written
   EXPECT_TRUE(contains(launch_error(c,
                                     [&] {
                                       uint32_t r[4];
@@ -239,6 +243,129 @@ TEST(SimtEmulatorErrors, ADeadlockIsReportedWithWhatEachThreadWaitsIn) {
   EXPECT_TRUE(contains(error, "[simt] deadlock in block (0,0,0):"));
   EXPECT_TRUE(contains(error, "thread 32 waits in __shfl_xor_sync"));
   EXPECT_TRUE(contains(error, "thread 48 waits in __syncthreads"));
+}
+
+// The double-buffered pipeline of the flash kernel in miniature: 64 threads
+// (two warps) stream `tiles` tiles of 32 rows of 16 bytes through two shared
+// buffers with cp.async (the next tile loads while this one is read), each
+// warp reading a tile's 32 rows with one ldmatrix.x4. `trailing_barrier`
+// false leaves out the barrier after the reads, so the next iteration's
+// copies into the buffer just read race with the other warp's reads; the
+// emulator's late landing hides that from the data, and the race check sees
+// it. Adds lane 0's four words of each tile to sums[warp]; returns the
+// launch's error, or "".
+std::string run_pipeline(bool trailing_barrier, bool check_races, const std::vector<uint16_t>& rows, int tiles,
+                         uint64_t* sums) {
+  simt::LaunchConfig c = config({1, 1, 1}, {64, 1, 1}, 2 * 32 * 16);
+  c.readable = {{rows.data(), rows.size() * 2}};
+  c.check_races = check_races;
+  return launch_error(c, [&] {
+    const int t = int(simt::thread_index().x), lane = t % 32;
+    auto load = [&](int tile) {
+      if (t < 32)
+        simt::async_copy_16(uint32_t((tile % 2) * 512 + t * 16), &rows[std::size_t((tile * 32 + t) * 8)], true);
+      simt::async_copy_commit();
+    };
+    load(0);
+    for (int tile = 0; tile < tiles; ++tile) {
+      if (tile + 1 < tiles) {
+        load(tile + 1);
+        simt::async_copy_wait(1);
+      } else {
+        simt::async_copy_wait(0);
+      }
+      simt::sync_threads();
+      uint32_t r[4];
+      simt::ldmatrix_x4(r, uint32_t((tile % 2) * 512 + lane * 16), false);
+      if (lane == 0) sums[t / 32] += uint64_t(r[0]) + r[1] + r[2] + r[3];
+      if (trailing_barrier) simt::sync_threads();
+    }
+  });
+}
+
+TEST(SimtEmulatorErrors, SharedMemoryRacesAreRefusedWhateverTheDataShows) {
+  const int tiles = 4;
+  std::vector<uint16_t> rows(std::size_t(tiles) * 32 * 8);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = uint16_t(i * 2654435761u >> 7);
+  uint64_t want = 0;  // lane 0's ldmatrix words: elements 0 and 1 of row 0 of each matrix
+  for (int tile = 0; tile < tiles; ++tile)
+    for (int m = 0; m < 4; ++m) {
+      const std::size_t at = std::size_t((tile * 32 + 8 * m) * 8);
+      want += uint64_t(rows[at]) | uint64_t(rows[at + 1]) << 16;
+    }
+  uint64_t sums[2] = {};
+  EXPECT_EQ(run_pipeline(true, true, rows, tiles, sums), "");
+  EXPECT_EQ(sums[0], want);
+  EXPECT_EQ(sums[1], want);
+  // Without the trailing barrier the data still comes out right here...
+  uint64_t racy[2] = {};
+  EXPECT_EQ(run_pipeline(false, false, rows, tiles, racy), "");
+  EXPECT_EQ(racy[0], want);
+  EXPECT_EQ(racy[1], want);
+  // ...but on a GPU the next tile's copies may land while the other warp reads.
+  const std::string race = run_pipeline(false, true, rows, tiles, racy);
+  EXPECT_TRUE(contains(race, "thread (31,0,0) warp 0 lane 31: race: cp.async into shared offset 496 overwrites "
+                             "what thread (63,0,0) read in this barrier interval"))
+      << race;
+}
+
+TEST(SimtEmulatorErrors, ReadsOfUnlandedOrUnwrittenSharedMemoryAreRefused) {
+  std::vector<uint16_t> source(8, 7);
+  simt::LaunchConfig c = config({1, 1, 1}, {64, 1, 1}, 64);
+  c.readable = {{source.data(), 16}};
+  auto copy_row0 = [&](bool wait) {
+    simt::async_copy_16(0, source.data(), true);
+    simt::async_copy_commit();
+    if (wait) simt::async_copy_wait(0);
+  };
+  auto read_row0 = [] {
+    uint32_t r[4];
+    simt::ldmatrix_x4(r, 0, false);
+  };
+  // Thread 0 copies and waits; the block reads with no barrier after the wait.
+  EXPECT_TRUE(contains(launch_error(c,
+                                    [&] {
+                                      if (simt::thread_index().x == 0) copy_row0(true);
+                                      read_row0();
+                                    }),
+                       "thread (1,0,0) warp 0 lane 1: race: reads shared offset 0, which thread (0,0,0)'s "
+                       "cp.async filled in this barrier interval"));
+  // Thread 32 never waits for its copy; the block reads after a barrier.
+  EXPECT_TRUE(contains(launch_error(c,
+                                    [&] {
+                                      if (simt::thread_index().x == 32) copy_row0(false);
+                                      simt::sync_threads();
+                                      read_row0();
+                                    }),
+                       "race: reads shared offset 0 while thread (32,0,0)'s cp.async into it, issued 1 "
+                       "barrier(s) ago, has not landed"));
+  // A thread reads its own copy before waiting for it.
+  EXPECT_TRUE(contains(launch_error(c,
+                                    [&] {
+                                      if (simt::thread_index().x == 0) copy_row0(false);
+                                      read_row0();
+                                    }),
+                       "lane 0: reads shared offset 0 before waiting for its own cp.async into it"));
+  // Two threads copy into one chunk in one interval.
+  EXPECT_TRUE(contains(launch_error(c,
+                                    [&] {
+                                      const unsigned t = simt::thread_index().x;
+                                      if (t == 0 || t == 33) copy_row0(true);
+                                    }),
+                       "thread (33,0,0) warp 1 lane 1: race: cp.async into shared offset 0 in the barrier "
+                       "interval in which thread (0,0,0)'s cp.async into it landed"));
+  // Nothing was ever written.
+  EXPECT_TRUE(contains(launch_error(c, read_row0),
+                       "lane 0: reads shared offset 0, which no thread of the block has written"));
+  // A wait and a barrier make the same reads right, in every block.
+  c.grid = {2, 1, 1};
+  EXPECT_EQ(launch_error(c,
+                         [&] {
+                           if (simt::thread_index().x == 32) copy_row0(true);
+                           simt::sync_threads();
+                           read_row0();
+                         }),
+            "");
 }
 
 TEST(SimtEmulatorErrors, DeviceFunctionsOutsideALaunchAreALogicError) {

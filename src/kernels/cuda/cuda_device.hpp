@@ -92,7 +92,11 @@ class DeviceBuffer {
   }
   std::size_t bytes() const { return bytes_; }
 
-  // Synchronous copies of the first `bytes` bytes (checked against the size).
+  // Synchronous copies of the first `bytes` bytes (checked against the
+  // size), ordered after all work queued on the device on any stream: an
+  // upload has landed when it returns, a download sees every kernel queued
+  // before it. For tests, benchmarks and set-up; the run's own copies are
+  // stream-ordered (copy_to_device, copy_to_host).
   void upload(const void* host, std::size_t bytes);
   void download(void* host, std::size_t bytes) const;
 

@@ -37,9 +37,11 @@ DeviceInfo probe_device(int device) {
     info.reason = "no NVIDIA driver (libcuda.so.1 not found)";
     return info;
   }
-  if (info.driver_version < info.runtime_version) {
+  // CUDA's minor version compatibility: a driver of the runtime's major
+  // release runs its machine code even when older than the runtime.
+  if (info.driver_version / 1000 < info.runtime_version / 1000) {
     info.reason = "NVIDIA driver too old: it supports CUDA " + version_text(info.driver_version) +
-                  ", this build needs CUDA " + version_text(info.runtime_version);
+                  ", this build needs CUDA " + std::to_string(info.runtime_version / 1000) + ".x";
     return info;
   }
   int count = 0;
@@ -72,6 +74,15 @@ DeviceInfo probe_device(int device) {
     info.reason = "device " + std::to_string(device) + " (" + info.name + ") has compute capability " +
                   std::to_string(prop.major) + "." + std::to_string(prop.minor) +
                   "; the CUDA backend needs 9.0 or newer (Hopper: sm_90a kernels, FP8 tensor cores)";
+    return info;
+  }
+  // The build holds sm_90a machine code; any other GPU runs its PTX, which
+  // only a driver at least as new as the runtime can compile.
+  if (!(prop.major == 9 && prop.minor == 0) && info.driver_version < info.runtime_version) {
+    info.reason = "NVIDIA driver too old: it supports CUDA " + version_text(info.driver_version) +
+                  ", and compiling this build's CUDA " + version_text(info.runtime_version) +
+                  " PTX for compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+                  " needs a driver that supports it";
     return info;
   }
   info.usable = true;
@@ -120,13 +131,22 @@ void DeviceBuffer::release() noexcept {
 void DeviceBuffer::upload(const void* host, std::size_t bytes) {
   detail::require(bytes <= bytes_, "DeviceBuffer::upload",
                   std::to_string(bytes) + " bytes into a buffer of " + std::to_string(bytes_));
-  if (bytes) check_cuda(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(host to device)");
+  if (!bytes) return;
+  check_cuda(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(host to device)");
+  // From pageable memory cudaMemcpy returns once the bytes are staged, before
+  // the DMA lands, and a kernel on a non-blocking stream does not wait for
+  // the legacy stream that carries it.
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (after DeviceBuffer::upload)");
 }
 
 void DeviceBuffer::download(void* host, std::size_t bytes) const {
   detail::require(bytes <= bytes_, "DeviceBuffer::download",
                   std::to_string(bytes) + " bytes from a buffer of " + std::to_string(bytes_));
-  if (bytes) check_cuda(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy(device to host)");
+  if (!bytes) return;
+  // cudaMemcpy on the legacy stream does not wait for the non-blocking
+  // streams that may have written the buffer.
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before DeviceBuffer::download)");
+  check_cuda(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy(device to host)");
 }
 
 // ---------------------------------------------------------------- Stream

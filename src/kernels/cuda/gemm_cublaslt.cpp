@@ -41,10 +41,12 @@ struct Plan {
   }
 };
 
+// Runs at every matmul (the pointers): the message is built only on failure.
 template <class T>
-void set_desc(const Plan& plan, cublasLtMatmulDescAttributes_t attribute, const T& value, const std::string& what) {
-  check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, attribute, &value, sizeof value),
-               "cublasLtMatmulDescSetAttribute(" + what + ")");
+void set_desc(const Plan& plan, cublasLtMatmulDescAttributes_t attribute, const T& value, const char* what) {
+  const cublasStatus_t status = cublasLtMatmulDescSetAttribute(plan.desc, attribute, &value, sizeof value);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    check_cublas(status, std::string("cublasLtMatmulDescSetAttribute(") + what + ")");
 }
 
 class CublasLtEngine final : public GemmEngine {
@@ -110,10 +112,12 @@ class CublasLtEngine final : public GemmEngine {
 
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
-    check_cublas(cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->d, plan->d, preference, 1,
-                                                &result, &returned),
-                 "cublasLtMatmulAlgoGetHeuristic (" + what + ")");
-    if (returned == 0)
+    const cublasStatus_t searched = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->d,
+                                                                   plan->d, preference, 1, &result, &returned);
+    // No algorithm is NOT_SUPPORTED from the call itself, or none returned.
+    if (searched != CUBLAS_STATUS_NOT_SUPPORTED)
+      check_cublas(searched, "cublasLtMatmulAlgoGetHeuristic (" + what + ")");
+    if (searched == CUBLAS_STATUS_NOT_SUPPORTED || returned == 0)
       throw Error("cuda", "cublasLtMatmulAlgoGetHeuristic (" + what +
                               "): CUBLAS_STATUS_NOT_SUPPORTED: no cuBLASLt algorithm for this shape and alignment");
     plan->algo = result.algo;
@@ -132,9 +136,10 @@ class CublasLtEngine final : public GemmEngine {
     Plan& plan = plan_for(key, p);
     set_pointers(plan, key, p);
     const float beta = 0.0f;
-    check_cublas(cublasLtMatmul(handle, plan.desc, &alpha, p.w, plan.a, p.x, plan.b, &beta, p.y, plan.d, p.y, plan.d,
-                                &plan.algo, workspace.data(), workspace.bytes(), stream),
-                 "cublasLtMatmul (" + describe(key) + ")");
+    const cublasStatus_t status =
+        cublasLtMatmul(handle, plan.desc, &alpha, p.w, plan.a, p.x, plan.b, &beta, p.y, plan.d, p.y, plan.d, &plan.algo,
+                       workspace.data(), workspace.bytes(), stream);
+    if (status != CUBLAS_STATUS_SUCCESS) check_cublas(status, "cublasLtMatmul (" + describe(key) + ")");
   }
 
   std::size_t cached_plans() const override { return plans.size(); }

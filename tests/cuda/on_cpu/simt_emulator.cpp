@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "core/numerics.hpp"
+#include "shared_hazards.hpp"
 #include "stepmix/error.hpp"
 
 // AddressSanitizer is told of every switch between stacks (Boost.Context's
@@ -92,6 +93,7 @@ struct Emulator {
   const std::function<void()>* body = nullptr;
   Dim3 block;
   std::vector<unsigned char> shared;
+  SharedHazards hazards;  // when config->check_races
   std::vector<Fiber> fibers;
   std::vector<Warp> warps;
   int current = -1;
@@ -247,6 +249,7 @@ bool readable(const void* src, std::size_t bytes) {
 void land(const std::vector<AsyncCopy>& group) {
   Emulator& e = emulator();
   for (const AsyncCopy& c : group) {
+    if (e.config->check_races) e.hazards.copy_landed(c.dst, e.block_generation);
     if (c.valid)
       std::memcpy(&e.shared[c.dst], c.src, 16);
     else
@@ -383,6 +386,7 @@ void launch(const LaunchConfig& config, const std::function<void()>& thread_body
         e.block = {bx, by, bz};
         // Shared memory starts as garbage on a GPU: a kernel must not rely on it.
         e.shared.assign(config.dynamic_shared_bytes, 0xA5);
+        if (config.check_races) e.hazards.reset(config.dynamic_shared_bytes, config.block.x, config.block.y);
         e.block_generation = 0;
         e.block_arrived = 0;
         e.block_live = int(threads);
@@ -501,6 +505,10 @@ void async_copy_16(uint32_t dst, const void* src, bool valid) {
     fail_in_fiber();
   }
   Emulator& e = emulator();
+  if (e.config->check_races) {
+    const std::string race = e.hazards.copy_issued(dst, e.current, e.block_generation);
+    if (!race.empty()) SIMT_FAIL(race);
+  }
   Fiber& f = fiber();
   ++e.counters.async_copies;
   f.uncommitted.push_back({dst, src, valid});
@@ -538,6 +546,12 @@ void async_copy_wait(int groups_in_flight) {
 void ldmatrix_x4(uint32_t (&r)[4], uint32_t address, bool transposed) {
   // Lanes 8i..8i+7 address the rows of matrix i; every row is 16 bytes.
   check_shared(address, 16, transposed ? "ldmatrix.x4.trans row" : "ldmatrix.x4 row");
+  // The row is read as the lane arrives: the block cannot pass a barrier, nor
+  // can the other lanes of the warp move, before the warp's last lane does.
+  if (Emulator& e = emulator(); e.config->check_races) {
+    const std::string race = e.hazards.read(address, e.current, e.block_generation);
+    if (!race.empty()) SIMT_FAIL(race);
+  }
   const uint64_t in[1] = {address};
   const LaneSlot& s =
       collective(transposed ? Op::LdmatrixTransposed : Op::Ldmatrix, 0, in, 1, [transposed](LaneSlot* lanes) {

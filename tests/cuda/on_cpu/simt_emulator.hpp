@@ -20,7 +20,11 @@
 // - a warp collective that not all 32 lanes of the warp reach together, or
 //   that lanes reach with different operations or masks (divergence);
 // - a lane that exits while its warp waits for it in a collective;
-// - a deadlock (every live thread waiting on something that cannot happen).
+// - a deadlock (every live thread waiting on something that cannot happen);
+// - a shared-memory race between cp.async writes and ldmatrix reads of
+//   different threads with no __syncthreads between them, or a read of
+//   shared memory nothing wrote (shared_hazards.hpp has the rules), unless
+//   the launch turns the check off.
 // cp.async copies land only when the thread waits for their group
 // (cp_async_wait), the latest a GPU may complete them, so a kernel that reads
 // a tile before waiting for it sees stale data here.
@@ -49,6 +53,9 @@ struct LaunchConfig {
   std::size_t dynamic_shared_bytes = 0;
   // Global memory cp.async may read, as (address, bytes) ranges.
   std::vector<std::pair<const void*, std::size_t>> readable;
+  // The race check of shared_hazards.hpp; only tests of the emulator's own
+  // landing order and bank counting read unwritten or unlanded data.
+  bool check_races = true;
 };
 
 // What the last launch did, for tests that check a kernel took the path they

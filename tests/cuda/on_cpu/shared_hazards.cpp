@@ -1,0 +1,67 @@
+// The shared-memory race check (shared_hazards.hpp).
+#include "shared_hazards.hpp"
+
+namespace stepmix::simt {
+
+void SharedHazards::reset(std::size_t bytes, unsigned block_x, unsigned block_y) {
+  chunks_.assign((bytes + 15) / 16, Chunk{});
+  block_x_ = block_x;
+  block_y_ = block_y;
+}
+
+std::string SharedHazards::thread_name(int thread) const {
+  const unsigned t = unsigned(thread);
+  return "thread (" + std::to_string(t % block_x_) + "," + std::to_string(t / block_x_ % block_y_) + "," +
+         std::to_string(t / (block_x_ * block_y_)) + ")";
+}
+
+std::string SharedHazards::copy_issued(uint32_t offset, int thread, unsigned interval) {
+  Chunk& c = chunks_[offset / 16];
+  const std::string at = "cp.async into shared offset " + std::to_string(offset);
+  if (c.read_in == interval) {
+    const int other = c.readers[0] != thread ? c.readers[0] : c.readers[1];
+    if (other >= 0)
+      return "race: " + at + " overwrites what " + thread_name(other) +
+             " read in this barrier interval (a __syncthreads must come between the read and the copy)";
+  }
+  if (c.writer >= 0) {
+    const std::string earlier =
+        c.writer == thread ? std::string("its own earlier cp.async") : thread_name(c.writer) + "'s cp.async";
+    if (c.landed == kPending)
+      return "race: " + at + " while " + earlier + " into it has not landed (the two may land in either order)";
+    if (c.writer != thread && c.landed == interval)
+      return "race: " + at + " in the barrier interval in which " + earlier +
+             " into it landed (a __syncthreads must come between its wait and this copy)";
+  }
+  c.writer = thread;
+  c.issued = interval;
+  c.landed = kPending;
+  return "";
+}
+
+void SharedHazards::copy_landed(uint32_t offset, unsigned interval) { chunks_[offset / 16].landed = interval; }
+
+std::string SharedHazards::read(uint32_t offset, int thread, unsigned interval) {
+  Chunk& c = chunks_[offset / 16];
+  const std::string at = "reads shared offset " + std::to_string(offset);
+  if (c.writer < 0) return at + ", which no thread of the block has written (uninitialised shared memory)";
+  if (c.landed == kPending) {
+    if (c.writer == thread) return at + " before waiting for its own cp.async into it (cp.async.wait_group)";
+    return "race: " + at + " while " + thread_name(c.writer) + "'s cp.async into it, issued " +
+           std::to_string(interval - c.issued) +
+           " barrier(s) ago, has not landed (the copier's wait and a __syncthreads must come first)";
+  }
+  if (c.writer != thread && c.landed == interval)
+    return "race: " + at + ", which " + thread_name(c.writer) +
+           "'s cp.async filled in this barrier interval (a __syncthreads must come between its wait and the read)";
+  if (c.read_in != interval) {
+    c.read_in = interval;
+    c.readers[0] = thread;
+    c.readers[1] = -1;
+  } else if (c.readers[0] != thread && c.readers[1] < 0) {
+    c.readers[1] = thread;
+  }
+  return "";
+}
+
+}  // namespace stepmix::simt
