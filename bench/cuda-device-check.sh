@@ -123,6 +123,7 @@ environment() {
       echo "$tool: not found"
     fi
   done
+  echo "libc: $(ldd --version 2>&1 | head -1)"
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn",
       torch.backends.cudnn.version(), "gpu", torch.cuda.is_available())' 2>&1 | tail -1
   # Where the toolkit's pieces are, should the configure step not find them.
@@ -215,7 +216,7 @@ main() {
   awk '/Used [0-9]+ registers/ { n++; if ($5 > r) r = $5 } / bytes spill stores/ && $5 > 0 { s++ }
     END { printf "ptxas (build.log): %d kernel builds, at most %d registers, %d with spills\n", n, r, s }' "$out/build.log"
   local bench="$build/bench/bench_cuda" device
-  device="$("$bench" --info 2>&1)"
+  device="$(timeout 60 "$bench" --info 2>&1)"  # a hung driver must not take the whole run
   echo "$device"
   if ! grep -q '"usable": true' <<<"$device"; then
     echo
@@ -224,7 +225,7 @@ main() {
   fi
   step 120 "ctest -L cuda" bash -c 'cd "$1" && ctest -L "^cuda\$" -j 8 --output-on-failure --timeout 100 >"$2/ctest.log" 2>&1; rc=$?; tail -25 "$2/ctest.log"; exit $rc' _ "$build" "$out" ||
     status=1
-  step 60 "generate on both devices" bash "$here/cuda_generate_check.sh" "$build/stepmix" "$root/models/fashion-cosmos3-fp8" "$out/generate.json" ||
+  step 60 "generate on both devices" env CUDA_CHECK_PEER_LD_LIBRARY_PATH="$system_ld_library_path" bash "$here/cuda_generate_check.sh" "$build/stepmix" "$root/models/fashion-cosmos3-fp8" "$out/generate.json" ||
     status=1
   # The forward first: kernel timings exist without it, the Nano estimate not.
   local forward_tokens="44160,1024"
@@ -238,7 +239,7 @@ main() {
   step 90 "PyTorch peer" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_peer.py" --ceilings --linear --attention "${@:3}" | tee -a "$2/torch.jsonl"' _ "$here" "$out" "${quick[@]}" ||
     status=1
   reserve=0
-  step 20 "summary" bash -c 'set -o pipefail; python3 "$1/cuda_summary.py" "$2/stepmix.jsonl" "$2/torch.jsonl" "$2/summary.json" | tee "$2/summary.txt"' _ "$here" "$out" ||
+  step 20 "summary" env LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_summary.py" "$2/stepmix.jsonl" "$2/torch.jsonl" "$2/summary.json" | tee "$2/summary.txt"' _ "$here" "$out" ||
     status=1
   if ((deadline - SECONDS >= 60)); then
     # Optional: a failure or timeout here is reported, not counted.

@@ -9,7 +9,7 @@
 //                                     M ∈ {1024, 4096, 44160}, (K, N) ∈ {4096², 4096×1024,
 //                                     4096×12288, 12288×4096}, with a CPU spot check of rows
 //   bench_cuda --attention            flash attention at 44,160 + 300 tokens (32 / 8 heads,
-//                                     head_dim 128), both variants, spot-checked against the
+//                                     head_dim 128), every flash variant, spot-checked against the
 //                                     reference kernel; and the 300-token causal prefill
 //   --quick                           small shapes (a smoke run)
 //   --reps N                          timed repetitions per case (median reported; default 15)
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/numerics.hpp"
+#include "cuda_bench_cases.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/linear_kernels.hpp"
 #include "stepmix/error.hpp"
@@ -38,15 +39,8 @@ struct Options {
   int reps = 15;
 };
 
-// Text for a JSON string (device names and reasons carry no control characters).
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
+using bench::json_quoted;
+using bench::run_case;
 
 void emit(const std::string& json) {
   std::printf("%s\n", json.c_str());
@@ -96,12 +90,12 @@ std::string timing_fields(const Timing& t, double flop) {
 void info() {
   const cuda::DeviceInfo d = cuda::probe_device(0);
   std::string json = "{\"impl\": \"stepmix\", \"bench\": \"info\", \"usable\": " +
-                     std::string(d.usable ? "true" : "false") + ", \"reason\": " + quoted(d.reason) +
-                     ", \"build\": " + quoted(cuda::build_info());
+                     std::string(d.usable ? "true" : "false") + ", \"reason\": " + json_quoted(d.reason) +
+                     ", \"build\": " + json_quoted(cuda::build_info());
   if (d.usable) {
     const cuda::MemoryInfo m = cuda::device_memory();
-    json += ", \"name\": " + quoted(d.name) + ", \"compute_capability\": \"" + std::to_string(d.compute_major) + "." +
-            std::to_string(d.compute_minor) + "\", \"multiprocessors\": " + std::to_string(d.multiprocessors) +
+    json += ", \"name\": " + json_quoted(d.name) + ", \"compute_capability\": \"" + std::to_string(d.compute_major) +
+            "." + std::to_string(d.compute_minor) + "\", \"multiprocessors\": " + std::to_string(d.multiprocessors) +
             ", \"l2_bytes\": " + std::to_string(d.l2_bytes) + ", \"memory_total\": " + std::to_string(m.total_bytes) +
             ", \"memory_free\": " + std::to_string(m.free_bytes) + ", \"driver\": " + std::to_string(d.driver_version) +
             ", \"runtime\": " + std::to_string(d.runtime_version);
@@ -117,26 +111,35 @@ void ceilings(const Options& o) {
   cuda::fill_uniform_bf16(a.as<uint16_t>(), n * n, 1, -1, 1, nullptr);
   cuda::fill_uniform_bf16(b.as<uint16_t>(), n * n, 2, -1, 1, nullptr);
   const double flop = 2.0 * double(n) * double(n) * double(n);
-  Timing t = time_calls([&] { cuda::gemm_bf16(runner, a.as<uint16_t>(), b.as<uint16_t>(), n, n, n, {}, y.as<uint16_t>(), nullptr); },
-                        o.reps);
-  emit("{\"impl\": \"stepmix\", \"bench\": \"ceiling\", \"what\": \"bf16_gemm\", \"n\": " + std::to_string(n) + ", " +
-       timing_fields(t, flop) + "}");
-  // a and b again, now holding finite FP8 codes.
-  cuda::fill_random_e4m3(a.as<uint8_t>(), n * n, 3, nullptr);
-  cuda::fill_random_e4m3(b.as<uint8_t>(), n * n, 4, nullptr);
-  t = time_calls([&] {
-    cuda::gemm_w8a8(runner, a.as<uint8_t>(), b.as<uint8_t>(), n, n, n, scales.as<float>(), scales.as<float>() + 1, {},
-                    y.as<uint16_t>(), nullptr);
-  },
-                 o.reps);
-  emit("{\"impl\": \"stepmix\", \"bench\": \"ceiling\", \"what\": \"fp8_gemm\", \"n\": " + std::to_string(n) + ", " +
-       timing_fields(t, flop) + "}");
-  const std::size_t bytes = o.quick ? (std::size_t(256) << 20) : (std::size_t(2) << 30);
-  DeviceBuffer src(bytes), dst(bytes);
-  cuda::fill_zero(src.data(), bytes, nullptr);
-  t = time_calls([&] { cuda::copy_device(dst.data(), src.data(), bytes, nullptr); }, o.reps);
-  emit("{\"impl\": \"stepmix\", \"bench\": \"ceiling\", \"what\": \"device_copy\", \"bytes\": " + std::to_string(bytes) +
-       ", \"ms\": " + num(t.ms) + ", \"tb_per_s\": " + num(2.0 * double(bytes) / (t.ms * 1e-3) / 1e12) + "}");
+  run_case("\"bench\": \"ceiling\", \"what\": \"bf16_gemm\"", [&] {
+    const Timing t = time_calls(
+        [&] { cuda::gemm_bf16(runner, a.as<uint16_t>(), b.as<uint16_t>(), n, n, n, {}, y.as<uint16_t>(), nullptr); },
+        o.reps);
+    emit("{\"impl\": \"stepmix\", \"bench\": \"ceiling\", \"what\": \"bf16_gemm\", \"n\": " + std::to_string(n) +
+         ", " + timing_fields(t, flop) + "}");
+  });
+  run_case("\"bench\": \"ceiling\", \"what\": \"fp8_gemm\"", [&] {
+    // a and b again, now holding finite FP8 codes.
+    cuda::fill_random_e4m3(a.as<uint8_t>(), n * n, 3, nullptr);
+    cuda::fill_random_e4m3(b.as<uint8_t>(), n * n, 4, nullptr);
+    const Timing t = time_calls(
+        [&] {
+          cuda::gemm_w8a8(runner, a.as<uint8_t>(), b.as<uint8_t>(), n, n, n, scales.as<float>(),
+                          scales.as<float>() + 1, {}, y.as<uint16_t>(), nullptr);
+        },
+        o.reps);
+    emit("{\"impl\": \"stepmix\", \"bench\": \"ceiling\", \"what\": \"fp8_gemm\", \"n\": " + std::to_string(n) +
+         ", " + timing_fields(t, flop) + "}");
+  });
+  run_case("\"bench\": \"ceiling\", \"what\": \"device_copy\"", [&] {
+    const std::size_t bytes = o.quick ? (std::size_t(256) << 20) : (std::size_t(2) << 30);
+    DeviceBuffer src(bytes), dst(bytes);
+    cuda::fill_zero(src.data(), bytes, nullptr);
+    const Timing t = time_calls([&] { cuda::copy_device(dst.data(), src.data(), bytes, nullptr); }, o.reps);
+    emit("{\"impl\": \"stepmix\", \"bench\": \"ceiling\", \"what\": \"device_copy\", \"bytes\": " +
+         std::to_string(bytes) + ", \"ms\": " + num(t.ms) +
+         ", \"tb_per_s\": " + num(2.0 * double(bytes) / (t.ms * 1e-3) / 1e12) + "}");
+  });
 }
 
 // ---------------------------------------------------------------- linear
@@ -171,10 +174,12 @@ void linear(const Options& o) {
       const std::string shape = "\"M\": " + std::to_string(M) + ", \"K\": " + std::to_string(K) +
                                 ", \"N\": " + std::to_string(N);
       auto report = [&](const char* mode, const std::function<void()>& f) {
-        const Timing t = time_calls(f, o.reps);
-        emit("{\"impl\": \"stepmix\", \"bench\": \"linear\", \"mode\": \"" + std::string(mode) + "\", " + shape + ", " +
-             timing_fields(t, flop) + ", \"peak_allocated_bytes\": " + std::to_string(cuda::peak_allocated_bytes()) +
-             "}");
+        const std::string fields = "\"bench\": \"linear\", \"mode\": \"" + std::string(mode) + "\", " + shape;
+        run_case(fields, [&] {
+          const Timing t = time_calls(f, o.reps);
+          emit("{\"impl\": \"stepmix\", " + fields + ", " + timing_fields(t, flop) +
+               ", \"peak_allocated_bytes\": " + std::to_string(cuda::peak_allocated_bytes()) + "}");
+        });
       };
       auto w8a8 = [&] {
         cuda::gemm_w8a8(runner, x_codes.as<uint8_t>(), w_codes.as<uint8_t>(), M, N, K, scales.as<float>(),
@@ -182,23 +187,24 @@ void linear(const Options& o) {
       };
       report("W8A8", w8a8);
       // CPU spot check of the first rows of the W8A8 product.
-      if (M == Ms.front()) {
-        const int64_t rows = 4;
-        const std::vector<uint8_t> xc = x_codes.to_host<uint8_t>(std::size_t(rows * K));
-        const std::vector<uint8_t> wc = w_codes.to_host<uint8_t>(std::size_t(N * K));
-        std::vector<uint16_t> cpu(std::size_t(rows * N));
-        kernels::GemmArgs args;
-        args.M = rows, args.N = N, args.K = K, args.arithmetic = kernels::GemmArithmetic::BF16;
-        args.a_type = kernels::ActivationOperand::E4M3Codes, args.a = xc.data();
-        args.w_type = kernels::WeightOperand::E4M3, args.w = wc.data(), args.alpha = s_x * s_w;
-        args.y_type = kernels::OutputType::BF16, args.y = cpu.data();
-        kernels::ref::gemm(args);
-        w8a8();
-        cuda::synchronize(nullptr);
-        const double error = relative_error(y.to_host<uint16_t>(cpu.size()), cpu);
-        emit("{\"impl\": \"stepmix\", \"bench\": \"check\", \"what\": \"W8A8 rows 0-3 vs CPU reference\", " + shape +
-             ", \"max_rel_error\": " + num(error) + ", \"pass\": " + (error < 1.0 / 64 ? "true" : "false") + "}");
-      }
+      if (M == Ms.front())
+        run_case("\"bench\": \"check\", \"what\": \"W8A8 rows 0-3 vs CPU reference\", " + shape, [&] {
+          const int64_t rows = 4;
+          const std::vector<uint8_t> xc = x_codes.to_host<uint8_t>(std::size_t(rows * K));
+          const std::vector<uint8_t> wc = w_codes.to_host<uint8_t>(std::size_t(N * K));
+          std::vector<uint16_t> cpu(std::size_t(rows * N));
+          kernels::GemmArgs args;
+          args.M = rows, args.N = N, args.K = K, args.arithmetic = kernels::GemmArithmetic::BF16;
+          args.a_type = kernels::ActivationOperand::E4M3Codes, args.a = xc.data();
+          args.w_type = kernels::WeightOperand::E4M3, args.w = wc.data(), args.alpha = s_x * s_w;
+          args.y_type = kernels::OutputType::BF16, args.y = cpu.data();
+          kernels::ref::gemm(args);
+          w8a8();
+          cuda::synchronize(nullptr);
+          const double error = relative_error(y.to_host<uint16_t>(cpu.size()), cpu);
+          emit("{\"impl\": \"stepmix\", \"bench\": \"check\", \"what\": \"W8A8 rows 0-3 vs CPU reference\", " + shape +
+               ", \"max_rel_error\": " + num(error) + ", \"pass\": " + (error < 1.0 / 64 ? "true" : "false") + "}");
+        });
       report("W8A8+quantize", [&] {
         cuda::quantize_e4m3_bf16(x.as<uint16_t>(), M * K, s_x, x_codes.as<uint8_t>(), nullptr);
         w8a8();
@@ -230,42 +236,53 @@ void attention(const Options& o) {
   const std::string shape = "\"q_rows\": " + std::to_string(gen.q_rows) + ", \"kv_rows\": " +
                             std::to_string(gen.kv_rows) + ", \"q_heads\": 32, \"kv_heads\": 8, \"head_dim\": 128";
   for (cuda::FlashVariant variant : cuda::kFlashVariants) {
-    const char* name = cuda::flash_variant_name(variant);
-    const Timing t = time_calls([&] {
-      cuda::attention_flash_bf16(gen, q.as<uint16_t>(), k.as<uint16_t>(), v.as<uint16_t>(), out.as<uint16_t>(), nullptr,
-                                 variant);
-    },
-                                std::max(3, o.reps / 3));
-    emit("{\"impl\": \"stepmix\", \"bench\": \"attention\", \"variant\": \"" + std::string(name) + "\", " + shape +
-         ", \"causal\": false, " + timing_fields(t, flop) + "}");
-    // Spot check: 8 rows at each end against the reference kernel.
-    double worst = 0;
-    const int64_t part_elements = 8 * Hq * D;
-    for (int64_t row0 : {int64_t(0), vision - 8}) {
-      const AttentionProblem part{8, gen.kv_rows, Hq, Hkv, D, false};
-      cuda::attention_reference_bf16(part, q.as<uint16_t>() + row0 * Hq * D, k.as<uint16_t>(), v.as<uint16_t>(),
-                                     check.as<uint16_t>(), nullptr);
-      cuda::copy_device(flash_part.data(), out.as<uint16_t>() + row0 * Hq * D, std::size_t(part_elements) * 2, nullptr);
-      cuda::synchronize(nullptr);
-      const std::vector<uint16_t> want = check.to_host<uint16_t>(std::size_t(part_elements));
-      const std::vector<uint16_t> got = flash_part.to_host<uint16_t>(std::size_t(part_elements));
-      for (std::size_t i = 0; i < got.size(); ++i)
-        worst = std::max(worst, double(std::fabs(bf16_to_float(got[i]) - bf16_to_float(want[i]))));
-    }
-    // Values are in [-1, 1]: the tests' bound is 2^-7·max|v|.
-    emit("{\"impl\": \"stepmix\", \"bench\": \"check\", \"what\": \"" + std::string(name) +
-         " rows 0-7 and last 8 vs reference kernel\", \"max_abs_error\": " + num(worst) +
-         ", \"pass\": " + (worst <= 1.0 / 128 ? "true" : "false") + "}");
+    const std::string name = cuda::flash_variant_name(variant);
+    const std::string fields =
+        "\"bench\": \"attention\", \"variant\": \"" + name + "\", " + shape + ", \"causal\": false";
+    run_case(fields, [&] {
+      const Timing t = time_calls(
+          [&] {
+            cuda::attention_flash_bf16(gen, q.as<uint16_t>(), k.as<uint16_t>(), v.as<uint16_t>(), out.as<uint16_t>(),
+                                       nullptr, variant);
+          },
+          std::max(3, o.reps / 3));
+      emit("{\"impl\": \"stepmix\", " + fields + ", " + timing_fields(t, flop) + "}");
+      // Spot check: 8 rows at each end against the reference kernel.
+      double worst = 0;
+      const int64_t part_elements = 8 * Hq * D;
+      for (int64_t row0 : {int64_t(0), vision - 8}) {
+        const AttentionProblem part{8, gen.kv_rows, Hq, Hkv, D, false};
+        cuda::attention_reference_bf16(part, q.as<uint16_t>() + row0 * Hq * D, k.as<uint16_t>(), v.as<uint16_t>(),
+                                       check.as<uint16_t>(), nullptr);
+        cuda::copy_device(flash_part.data(), out.as<uint16_t>() + row0 * Hq * D, std::size_t(part_elements) * 2,
+                          nullptr);
+        cuda::synchronize(nullptr);
+        const std::vector<uint16_t> want = check.to_host<uint16_t>(std::size_t(part_elements));
+        const std::vector<uint16_t> got = flash_part.to_host<uint16_t>(std::size_t(part_elements));
+        for (std::size_t i = 0; i < got.size(); ++i)
+          worst = std::max(worst, double(std::fabs(bf16_to_float(got[i]) - bf16_to_float(want[i]))));
+      }
+      // Values are in [-1, 1]: the tests' bound is 2^-7·max|v|.
+      emit("{\"impl\": \"stepmix\", \"bench\": \"check\", \"what\": \"" + name +
+           " rows 0-7 and last 8 vs reference kernel\", \"max_abs_error\": " + num(worst) +
+           ", \"pass\": " + (worst <= 1.0 / 128 ? "true" : "false") + "}");
+    });
   }
   // The understanding prefill: 300 causal tokens.
-  const AttentionProblem prefill{und, und, Hq, Hkv, D, true};
-  const Timing t = time_calls([&] {
-    cuda::attention_bf16(prefill, q.as<uint16_t>(), k.as<uint16_t>(), v.as<uint16_t>(), out.as<uint16_t>(), nullptr);
-  },
-                              o.reps);
-  emit("{\"impl\": \"stepmix\", \"bench\": \"attention\", \"variant\": \"flash auto\", \"q_rows\": 300, \"kv_rows\": "
-       "300, \"q_heads\": 32, \"kv_heads\": 8, \"head_dim\": 128, \"causal\": true, " +
-       timing_fields(t, 2.0 * double(und) * double(und + 1) * double(Hq) * double(D)) + "}");
+  const std::string prefill_fields =
+      "\"bench\": \"attention\", \"variant\": \"flash auto\", \"q_rows\": 300, \"kv_rows\": 300, \"q_heads\": 32, "
+      "\"kv_heads\": 8, \"head_dim\": 128, \"causal\": true";
+  run_case(prefill_fields, [&] {
+    const AttentionProblem prefill{und, und, Hq, Hkv, D, true};
+    const Timing t = time_calls(
+        [&] {
+          cuda::attention_bf16(prefill, q.as<uint16_t>(), k.as<uint16_t>(), v.as<uint16_t>(), out.as<uint16_t>(),
+                               nullptr);
+        },
+        o.reps);
+    emit("{\"impl\": \"stepmix\", " + prefill_fields + ", " +
+         timing_fields(t, 2.0 * double(und) * double(und + 1) * double(Hq) * double(D)) + "}");
+  });
 }
 
 }  // namespace
@@ -296,5 +313,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
   }
-  return 0;
+  return bench::failed_cases() ? 1 : 0;
 }

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "bench_args.hpp"
+#include "cuda_bench_cases.hpp"
 #include "backend/backend.hpp"
 #include "io/checkpoint.hpp"
 #include "kernels/cuda/cuda_device.hpp"
@@ -251,12 +252,14 @@ int run(const Options& o) {
       write_synthetic_transformer(folder, shape, fp8, 20260901);
       std::fprintf(stderr, "wrote %s in %.1f s\n", folder.c_str(), ms_since(start) / 1000);
     }
-    time_model(o, layers, "dense", Precision::BF16);
-    time_model(o, layers, "w8a16", Precision::W8A16);
-    time_model(o, layers, "w8a8", Precision::W8A8);
+    for (const auto& [name, mode] : {std::pair{"dense", Precision::BF16}, std::pair{"w8a16", Precision::W8A16},
+                                     std::pair{"w8a8", Precision::W8A8}})
+      bench::run_case("\"bench\": \"forward\", \"mode\": \"" + std::string(name) +
+                          "\", \"layers\": " + std::to_string(layers),
+                      [&] { time_model(o, layers, name, mode); });
   }
-  loop_step(o);
-  return 0;
+  bench::run_case("\"bench\": \"loop_step\"", [&] { loop_step(o); });
+  return bench::failed_cases() ? 1 : 0;
 }
 
 }  // namespace

@@ -33,7 +33,9 @@ done
 "$bin" bench --model "$model" --prompt "a photo of a bag" --steps 35 --repeat 3 --warmup 1 --no-peer \
   --activations bf16 --device "$gpu" >"$tmp/bench.txt" 2>&1 || { cat "$tmp/bench.txt"; exit 1; }
 cat "$tmp/bench.txt"
-python3 - "$tmp" "$out_json" <<'EOF'
+# python3 with the machine's own libraries (the device check's Debian prefix
+# is for stepmix only).
+env LD_LIBRARY_PATH="${CUDA_CHECK_PEER_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}" python3 - "$tmp" "$out_json" <<'EOF'
 import array, json, struct, sys
 
 tmp, out_json = sys.argv[1], sys.argv[2]

@@ -52,6 +52,26 @@ def with_tflops(timing, flop):
     return timing
 
 
+def measure(torch, record, fn, reps, flop):
+    """Times fn and emits record with its timing, or with the error: one failing
+    case (a kernel this build lacks, memory) must not cost the cases after it."""
+    try:
+        emit({**record, **with_tflops(time_calls(torch, fn, reps), flop)})
+    except Exception as error:
+        emit({**record, "error": str(error)[:300]})
+        torch.cuda.empty_cache()
+
+
+def ieee_float32_matmul(torch):
+    """No TF32 in float32 matmuls (fp32_precision from PyTorch 2.9, where
+    allow_tf32 is deprecated)."""
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        matmul.fp32_precision = "ieee"
+    else:
+        matmul.allow_tf32 = False
+
+
 def uniform(torch, shape, low, high, dtype, seed):
     g = torch.Generator(device="cuda")
     g.manual_seed(seed)
@@ -67,19 +87,21 @@ def ceilings(torch, args):
     a = uniform(torch, (n, n), -1, 1, torch.bfloat16, 1)
     b = uniform(torch, (n, n), -1, 1, torch.bfloat16, 2)
     flop = 2.0 * n ** 3
-    t = time_calls(torch, lambda: torch.matmul(a, b), args.reps)
-    emit({"impl": "torch", "bench": "ceiling", "what": "bf16_gemm", "n": n, **with_tflops(t, flop)})
+    record = {"impl": "torch", "bench": "ceiling", "n": n}
+    measure(torch, {**record, "what": "bf16_gemm"}, lambda: torch.matmul(a, b), args.reps, flop)
     one = torch.ones((), device="cuda", dtype=torch.float32)
     a8, b8 = quantize(torch, a, 1 / 448), quantize(torch, b, 1 / 448)
-    t = time_calls(torch, lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
-                   args.reps)
-    emit({"impl": "torch", "bench": "ceiling", "what": "fp8_gemm", "n": n, **with_tflops(t, flop)})
+    measure(torch, {**record, "what": "fp8_gemm"},
+            lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16), args.reps, flop)
     size = (256 << 20) if args.quick else (2 << 30)
-    src = torch.empty(size, dtype=torch.uint8, device="cuda").fill_(1)
-    dst = torch.empty_like(src)
-    t = time_calls(torch, lambda: dst.copy_(src), args.reps)
-    emit({"impl": "torch", "bench": "ceiling", "what": "device_copy", "bytes": size, "ms": t["ms"],
-          "tb_per_s": 2.0 * size / (t["ms"] * 1e-3) / 1e12})
+    record = {"impl": "torch", "bench": "ceiling", "what": "device_copy", "bytes": size}
+    try:
+        src = torch.empty(size, dtype=torch.uint8, device="cuda").fill_(1)
+        dst = torch.empty_like(src)
+        t = time_calls(torch, lambda: dst.copy_(src), args.reps)
+        emit({**record, "ms": t["ms"], "tb_per_s": 2.0 * size / (t["ms"] * 1e-3) / 1e12})
+    except Exception as error:
+        emit({**record, "error": str(error)[:300]})
 
 
 def linear(torch, args):
@@ -105,11 +127,7 @@ def linear(torch, args):
                 "decode+F.linear": lambda: F.linear(x, (w8.to(torch.bfloat16) * s_w).to(torch.bfloat16)),
             }
             for mode, fn in cases.items():
-                try:
-                    t = time_calls(torch, fn, args.reps)
-                    emit({"impl": "torch", "bench": "linear", "mode": mode, **shape, **with_tflops(t, flop)})
-                except Exception as error:  # a mode this torch build lacks is reported, not fatal
-                    emit({"impl": "torch", "bench": "linear", "mode": mode, **shape, "error": str(error)[:300]})
+                measure(torch, {"impl": "torch", "bench": "linear", "mode": mode, **shape}, fn, args.reps, flop)
             del x, x8
         del w, w8
         torch.cuda.empty_cache()
@@ -126,14 +144,14 @@ def attention(torch, args):
     shape = {"q_rows": vision, "kv_rows": und + vision, "q_heads": hq, "kv_heads": hkv, "head_dim": d,
              "causal": False}
     reps = max(3, args.reps // 3)
-    record = {"impl": "torch", "bench": "attention", "variant": "SDPA default", **shape}
-    try:
-        t = time_calls(torch, lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), reps)
-        emit({**record, **with_tflops(t, flop)})
-    except Exception as error:  # e.g. a fallback to the math backend that does not fit
-        emit({**record, "error": str(error)[:300]})
-        torch.cuda.empty_cache()
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    record = {"impl": "torch", "bench": "attention", "variant": "SDPA default", **shape}
+    try:  # which backend the default picks (cuDNN's or FlashAttention's kernels on sm_90, by version)
+        record["backend"] = SDPBackend(int(torch._fused_sdp_choice(q, k, v, enable_gqa=True))).name
+    except Exception as error:
+        record["backend"] = "unknown (%s)" % str(error)[:80]
+    # A failure (e.g. a fallback to the math backend that does not fit) is recorded.
+    measure(torch, record, lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), reps, flop)
     k_full, v_full = None, None
     for name, backend in [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
                           ("efficient", SDPBackend.EFFICIENT_ATTENTION)]:
@@ -155,11 +173,10 @@ def attention(torch, args):
     qp = uniform(torch, (1, und, hq, d), -1, 1, torch.bfloat16, 24).transpose(1, 2)
     kp = k[:, :, :und]
     vp = v[:, :, :und]
-    t = time_calls(torch, lambda: F.scaled_dot_product_attention(qp, kp, vp, is_causal=True, enable_gqa=True),
-                   args.reps)
-    emit({"impl": "torch", "bench": "attention", "variant": "SDPA default", "q_rows": und, "kv_rows": und,
-          "q_heads": hq, "kv_heads": hkv, "head_dim": d, "causal": True,
-          **with_tflops(t, 2.0 * und * (und + 1) * hq * d)})
+    measure(torch, {"impl": "torch", "bench": "attention", "variant": "SDPA default", "q_rows": und, "kv_rows": und,
+                    "q_heads": hq, "kv_heads": hkv, "head_dim": d, "causal": True},
+            lambda: F.scaled_dot_product_attention(qp, kp, vp, is_causal=True, enable_gqa=True), args.reps,
+            2.0 * und * (und + 1) * hq * d)
 
 
 def main():
@@ -181,7 +198,7 @@ def main():
     emit({"impl": "torch", "bench": "info", "usable": True, "torch": torch.__version__, "cuda": torch.version.cuda,
           "cudnn": torch.backends.cudnn.version(), "name": props.name,
           "multiprocessors": props.multi_processor_count})
-    torch.backends.cuda.matmul.allow_tf32 = False
+    ieee_float32_matmul(torch)
     if args.ceilings:
         ceilings(torch, args)
     if args.linear:

@@ -195,7 +195,11 @@ def main():
     if not torch.cuda.is_available():
         emit({"impl": "torch", "bench": "forward_info", "usable": False, "reason": "torch sees no CUDA device"})
         return 3
-    torch.backends.cuda.matmul.allow_tf32 = False
+    matmul = torch.backends.cuda.matmul  # no TF32 (fp32_precision from PyTorch 2.9, where allow_tf32 is deprecated)
+    if hasattr(matmul, "fp32_precision"):
+        matmul.fp32_precision = "ieee"
+    else:
+        matmul.allow_tf32 = False
     emit({"impl": "torch", "bench": "forward_info", "usable": True, "torch": torch.__version__,
           "name": torch.cuda.get_device_properties(0).name})
     g = torch.Generator(device="cuda")
