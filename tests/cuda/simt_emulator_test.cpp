@@ -304,8 +304,9 @@ TEST(SimtEmulatorErrors, SharedMemoryRacesAreRefusedWhateverTheDataShows) {
   EXPECT_EQ(racy[1], want);
   // ...but on a GPU the next tile's copies may land while the other warp reads.
   const std::string race = run_pipeline(false, true, rows, tiles, racy);
-  EXPECT_TRUE(contains(race, "thread (31,0,0) warp 0 lane 31: race: cp.async into shared offset 496 overwrites "
-                             "what thread (63,0,0) read in this barrier interval"))
+  EXPECT_TRUE(contains(race,
+                       "thread (31,0,0) warp 0 lane 31: race: cp.async into shared offset 496 overwrites "
+                       "what thread (63,0,0) read in this barrier interval"))
       << race;
 }
 
@@ -355,8 +356,8 @@ TEST(SimtEmulatorErrors, ReadsOfUnlandedOrUnwrittenSharedMemoryAreRefused) {
                        "thread (33,0,0) warp 1 lane 1: race: cp.async into shared offset 0 in the barrier "
                        "interval in which thread (0,0,0)'s cp.async into it landed"));
   // Nothing was ever written.
-  EXPECT_TRUE(contains(launch_error(c, read_row0),
-                       "lane 0: reads shared offset 0, which no thread of the block has written"));
+  EXPECT_TRUE(
+      contains(launch_error(c, read_row0), "lane 0: reads shared offset 0, which no thread of the block has written"));
   // A wait and a barrier make the same reads right, in every block.
   c.grid = {2, 1, 1};
   EXPECT_EQ(launch_error(c,
@@ -366,6 +367,32 @@ TEST(SimtEmulatorErrors, ReadsOfUnlandedOrUnwrittenSharedMemoryAreRefused) {
                            read_row0();
                          }),
             "");
+}
+
+TEST(SimtEmulatorErrors, AFailedLaunchStartsNoFurtherThreadAndTheNextLaunchRuns) {
+  // Thread 0 fails before any other thread has started: the others never
+  // run the kernel (they used to, while the launch unwound), and the next
+  // launch on the same fiber stacks runs whole (under AddressSanitizer, on
+  // stacks the failed threads left).
+  std::vector<uint16_t> source(8);
+  simt::LaunchConfig c = config({1, 1, 1}, {64, 1, 1}, 64);
+  c.readable = {{source.data(), 16}};
+  int started = 0;
+  EXPECT_TRUE(contains(launch_error(c,
+                                    [&] {
+                                      ++started;
+                                      simt::async_copy_16(64, source.data(), true);
+                                    }),
+                       "thread (0,0,0) warp 0 lane 0: cp.async destination at shared offset 64"));
+  EXPECT_EQ(started, 1);
+  std::vector<float> got(64);
+  EXPECT_EQ(launch_error(c,
+                         [&] {
+                           const unsigned t = simt::thread_index().x;
+                           got[t] = simt::shuffle_xor(0xFFFFFFFFu, float(t), 1);
+                         }),
+            "");
+  for (unsigned t = 0; t < 64; ++t) EXPECT_EQ(got[t], float(t ^ 1));
 }
 
 TEST(SimtEmulatorErrors, DeviceFunctionsOutsideALaunchAreALogicError) {

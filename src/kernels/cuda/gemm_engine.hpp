@@ -1,9 +1,9 @@
 // Private to the GEMMs: what a product is (PlanKey: operands, shape,
 // alignments, bias, output type), and the engine that computes it. The
-// runner (gemm_runner.cpp: argument checks, the float32-bias path) is the
-// same for every engine; gemm_cublaslt.cpp's engine plans and runs cuBLASLt
-// matmuls, and the tests' CPU build of the kernels (tests/cuda/on_cpu/) has
-// one that computes the same products on the CPU.
+// runner (gemm_runner.cpp: argument checks, the float32-bias path) is
+// separate from gemm_cublaslt.cpp's engine, which plans and runs cuBLASLt
+// matmuls (in the tests' CPU build of the kernels, tests/cuda/on_cpu/, on
+// a model of cuBLASLt).
 #pragma once
 
 #include <cstddef>

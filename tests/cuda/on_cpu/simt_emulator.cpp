@@ -21,6 +21,7 @@
 // AddressSanitizer is told of every switch between stacks (Boost.Context's
 // fcontext switches are plain code it cannot see).
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define STEPMIX_SIMT_ASAN 1
 #else
@@ -194,6 +195,10 @@ void fiber_main() {
 #if STEPMIX_SIMT_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &e.scheduler_stack_bottom, &e.scheduler_stack_size);
 #endif
+  if (e.abandoning) {  // a thread that had not started when its launch failed does not start now
+    fiber().done = true;
+    return;
+  }
   try {
     (*e.body)();
   } catch (const Abandon&) {
@@ -352,6 +357,12 @@ void abandon_suspended(Emulator& e) {
   e.abandoning = true;
   for (std::size_t t = 0; t < e.fibers.size(); ++t)
     if (e.fibers[t].context) switch_to_fiber(e, int(t));
+#if STEPMIX_SIMT_ASAN
+  // A thread that failed left its frames on its stack, redzones poisoned;
+  // the next launch runs on the same stacks.
+  for (const Fiber& f : e.fibers)
+    if (f.stack_bottom) __asan_unpoison_memory_region(f.stack_bottom, kStackBytes);
+#endif
 }
 
 }  // namespace
