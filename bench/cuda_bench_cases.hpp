@@ -1,6 +1,7 @@
 // One failing case of a CUDA benchmark (a shape cuBLASLt has no algorithm
-// for, a kernel fault) must not cost the cases after it: the first GPU runs
-// are short and rare. run_case runs one, and on an exception prints one JSON
+// for, memory) must not cost the cases after it: the first GPU runs are
+// short and rare. (A kernel fault is sticky: every later case then fails
+// too, each with its record.) run_case runs one, and on an exception prints one JSON
 // line {"impl": "stepmix", <fields>, "error": "<what>"} (bench/cuda_summary.py
 // lists such records) and counts it; the program's exit status is then 1.
 #pragma once
@@ -12,12 +13,14 @@
 
 namespace stepmix::bench {
 
-// Text for a JSON string (messages carry no control characters but newlines).
+// Text for a JSON string.
 inline std::string json_quoted(const std::string& text) {
   std::string out = "\"";
   for (char c : text) {
-    if (c == '\n') {
-      out += "\\n";
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", unsigned(c));
+      out += escaped;
       continue;
     }
     if (c == '"' || c == '\\') out += '\\';

@@ -31,6 +31,8 @@ import json
 import math
 import sys
 
+from cuda_peer import ieee_float32_matmul  # bench/, the script's own folder
+
 E, I, HQ, HKV, D, C, P = 4096, 12288, 32, 8, 128, 48, 2
 FP8_MAX = 448.0
 
@@ -195,11 +197,7 @@ def main():
     if not torch.cuda.is_available():
         emit({"impl": "torch", "bench": "forward_info", "usable": False, "reason": "torch sees no CUDA device"})
         return 3
-    matmul = torch.backends.cuda.matmul  # no TF32 (fp32_precision from PyTorch 2.9, where allow_tf32 is deprecated)
-    if hasattr(matmul, "fp32_precision"):
-        matmul.fp32_precision = "ieee"
-    else:
-        matmul.allow_tf32 = False
+    ieee_float32_matmul(torch)
     emit({"impl": "torch", "bench": "forward_info", "usable": True, "torch": torch.__version__,
           "name": torch.cuda.get_device_properties(0).name})
     g = torch.Generator(device="cuda")

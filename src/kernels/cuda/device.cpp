@@ -76,8 +76,9 @@ DeviceInfo probe_device(int device) {
                   "; the CUDA backend needs 9.0 or newer (Hopper: sm_90a kernels, FP8 tensor cores)";
     return info;
   }
-  // The build holds sm_90a machine code; any other GPU runs its PTX, which
-  // only a driver at least as new as the runtime can compile.
+  // The default build (cmake/cuda.cmake) holds sm_90a machine code; any other
+  // GPU runs its PTX, which only a driver at least as new as the runtime can
+  // compile.
   if (!(prop.major == 9 && prop.minor == 0) && info.driver_version < info.runtime_version) {
     info.reason = "NVIDIA driver too old: it supports CUDA " + version_text(info.driver_version) +
                   ", and compiling this build's CUDA " + version_text(info.runtime_version) +
@@ -132,6 +133,9 @@ void DeviceBuffer::upload(const void* host, std::size_t bytes) {
   detail::require(bytes <= bytes_, "DeviceBuffer::upload",
                   std::to_string(bytes) + " bytes into a buffer of " + std::to_string(bytes_));
   if (!bytes) return;
+  // Kernels on a non-blocking stream may still use the buffer: cudaMemcpy's
+  // legacy stream does not wait for them.
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before DeviceBuffer::upload)");
   check_cuda(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(host to device)");
   // From pageable memory cudaMemcpy returns once the bytes are staged, before
   // the DMA lands, and a kernel on a non-blocking stream does not wait for

@@ -119,7 +119,8 @@ class CublasLtEngine final : public GemmEngine {
       check_cublas(searched, "cublasLtMatmulAlgoGetHeuristic (" + what + ")");
     if (searched == CUBLAS_STATUS_NOT_SUPPORTED || returned == 0)
       throw Error("cuda", "cublasLtMatmulAlgoGetHeuristic (" + what +
-                              "): CUBLAS_STATUS_NOT_SUPPORTED: no cuBLASLt algorithm for this shape and alignment");
+                              "): CUBLAS_STATUS_NOT_SUPPORTED: no cuBLASLt algorithm for this shape and alignment (" +
+                              cublasLtGetStatusString(searched) + ")");
     plan->algo = result.algo;
     return *plans.emplace(key, std::move(plan)).first->second;
   }

@@ -10,7 +10,7 @@
 //   pairs BF16→BF16/F32, F32→F32, E4M3→BF16/F32; C the layout of D;
 // - FP8: A transposed and B not (the "TN" format), every matrix's rows and
 //   leading dimension multiples of 16 bytes and its pointer 16-byte aligned;
-//   the bias BF16 or D's type;
+//   the bias bf16 (other operands: D's type);
 // - an attribute set with a size other than its type's is INVALID_VALUE, as
 //   the header's value types say;
 // - the heuristic answers NOT_SUPPORTED with no algorithm where nothing runs
@@ -129,9 +129,11 @@ std::string check_problem(const cublasLtMatmulDescOpaque& desc, const cublasLtMa
   if (desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT && desc.epilogue != CUBLASLT_EPILOGUE_BIAS)
     return "epilogue " + std::to_string(desc.epilogue) + " is not modelled";
   if (desc.epilogue == CUBLASLT_EPILOGUE_BIAS) {
+    // FP8 operands take a bf16 bias (whatever D's type); others D's type.
     const int32_t bias_type = desc.bias_type == -1 ? int32_t(d.type) : desc.bias_type;
-    if (bias_type != int32_t(d.type) && !(is_fp8(a.type) && bias_type == CUDA_R_16BF))
-      return "bias type " + std::to_string(bias_type) + " with output type " + std::to_string(d.type);
+    if (is_fp8(a.type) ? bias_type != CUDA_R_16BF : bias_type != int32_t(d.type))
+      return "bias type " + std::to_string(bias_type) + " with operand type " + std::to_string(a.type) +
+             " and output type " + std::to_string(d.type);
   }
   if (is_fp8(a.type)) {
     if (desc.transa != CUBLAS_OP_T || desc.transb != CUBLAS_OP_N)
@@ -288,6 +290,11 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
   cublasStatus_t status;
   const std::string why = check_problem(*desc, *a, *b, *c, *d, p, status);
   if (!why.empty()) return fail(status, why);
+  // FP8 kernels need 16-byte aligned matrices: none if the preference
+  // promises less.
+  if (is_fp8(a->type))
+    for (uint32_t promised : preference->alignment)
+      if (promised < 16) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "FP8: a preference promises under 16-byte alignment");
   cublasLtMatmulHeuristicResult_t& r = results[0];
   std::memset(&r, 0, sizeof r);
   r.algo.data[0] = kAlgoMark;

@@ -17,20 +17,22 @@ std::string SharedHazards::thread_name(int thread) const {
 
 std::string SharedHazards::copy_issued(uint32_t offset, int thread, unsigned interval) {
   Chunk& c = chunks_[offset / 16];
-  const std::string at = "cp.async into shared offset " + std::to_string(offset);
+  // (Messages are built only for a hazard: this runs at every copy.)
+  auto at = [offset] { return "cp.async into shared offset " + std::to_string(offset); };
   if (c.read_in == interval) {
     const int other = c.readers[0] != thread ? c.readers[0] : c.readers[1];
     if (other >= 0)
-      return "race: " + at + " overwrites what " + thread_name(other) +
+      return "race: " + at() + " overwrites what " + thread_name(other) +
              " read in this barrier interval (a __syncthreads must come between the read and the copy)";
   }
   if (c.writer >= 0) {
-    const std::string earlier =
-        c.writer == thread ? std::string("its own earlier cp.async") : thread_name(c.writer) + "'s cp.async";
+    auto earlier = [&] {
+      return c.writer == thread ? std::string("its own earlier cp.async") : thread_name(c.writer) + "'s cp.async";
+    };
     if (c.landed == kPending)
-      return "race: " + at + " while " + earlier + " into it has not landed (the two may land in either order)";
+      return "race: " + at() + " while " + earlier() + " into it has not landed (the two may land in either order)";
     if (c.writer != thread && c.landed == interval)
-      return "race: " + at + " in the barrier interval in which " + earlier +
+      return "race: " + at() + " in the barrier interval in which " + earlier() +
              " into it landed (a __syncthreads must come between its wait and this copy)";
   }
   c.writer = thread;
@@ -43,16 +45,16 @@ void SharedHazards::copy_landed(uint32_t offset, unsigned interval) { chunks_[of
 
 std::string SharedHazards::read(uint32_t offset, int thread, unsigned interval) {
   Chunk& c = chunks_[offset / 16];
-  const std::string at = "reads shared offset " + std::to_string(offset);
-  if (c.writer < 0) return at + ", which no thread of the block has written (uninitialised shared memory)";
+  auto at = [offset] { return "reads shared offset " + std::to_string(offset); };
+  if (c.writer < 0) return at() + ", which no thread of the block has written (uninitialised shared memory)";
   if (c.landed == kPending) {
-    if (c.writer == thread) return at + " before waiting for its own cp.async into it (cp.async.wait_group)";
-    return "race: " + at + " while " + thread_name(c.writer) + "'s cp.async into it, issued " +
+    if (c.writer == thread) return at() + " before waiting for its own cp.async into it (cp.async.wait_group)";
+    return "race: " + at() + " while " + thread_name(c.writer) + "'s cp.async into it, issued " +
            std::to_string(interval - c.issued) +
            " barrier(s) ago, has not landed (the copier's wait and a __syncthreads must come first)";
   }
   if (c.writer != thread && c.landed == interval)
-    return "race: " + at + ", which " + thread_name(c.writer) +
+    return "race: " + at() + ", which " + thread_name(c.writer) +
            "'s cp.async filled in this barrier interval (a __syncthreads must come between its wait and the read)";
   if (c.read_in != interval) {
     c.read_in = interval;

@@ -53,8 +53,8 @@ struct LaunchConfig {
   std::size_t dynamic_shared_bytes = 0;
   // Global memory cp.async may read, as (address, bytes) ranges.
   std::vector<std::pair<const void*, std::size_t>> readable;
-  // The race check of shared_hazards.hpp; only tests of the emulator's own
-  // landing order and bank counting read unwritten or unlanded data.
+  // The race check of shared_hazards.hpp; off only in the emulator's own
+  // tests that read unwritten or unlanded data to show something else.
   bool check_races = true;
 };
 
