@@ -26,6 +26,7 @@ std::vector<uint16_t> run(const AttentionProblem& p, const std::vector<uint16_t>
   config.grid = {unsigned((p.q_rows + cuda::kBlockRows - 1) / cuda::kBlockRows), unsigned(p.q_heads), 1};
   config.block = {unsigned(Shape::kThreads), 1, 1};
   config.dynamic_shared_bytes = Shape::kSharedBytes;
+  config.max_dynamic_shared_bytes = Shape::kSharedBytes;  // as attention_flash.cu raises it
   config.readable = {{q.data(), q.size() * 2}, {k.data(), k.size() * 2}, {v.data(), v.size() * 2}};
   const float scale_log2 = cuda::flash_scale_log2(p.head_dim);
   simt::launch(config, [&] {

@@ -15,6 +15,7 @@
 #include "common/error_of.hpp"
 #include "core/numerics.hpp"
 #include "cuda_test_util.hpp"
+#include "on_cpu/static_shared.hpp"
 
 namespace stepmix::test {
 namespace {
@@ -391,6 +392,108 @@ TEST(SimtEmulatorErrors, AFailedLaunchStartsNoFurtherThreadAndTheNextLaunchRuns)
                          }),
             "");
   for (unsigned t = 0; t < 64; ++t) EXPECT_EQ(got[t], float(t ^ 1));
+}
+
+TEST(SimtEmulator, StaticSharedArraysStartEveryBlockAfreshAndKeepStoresInIt) {
+  // Each block stores one value per warp, waits, and every thread adds them.
+  simt::SharedArray<int, 2> partial;
+  std::vector<int> sums(3 * 64, -1);
+  simt::launch(config({3, 1, 1}, {64, 1, 1}), [&] {
+    const unsigned t = simt::thread_index().x, b = simt::block_index().x;
+    if (t % 32 == 0) partial[t / 32] = int(100 * b + t);
+    simt::sync_threads();
+    sums[b * 64 + t] = partial[0] + partial[1];
+  });
+  for (int b = 0; b < 3; ++b)
+    for (int t = 0; t < 64; ++t) EXPECT_EQ(sums[std::size_t(b * 64 + t)], 200 * b + 32);
+}
+
+TEST(SimtEmulatorErrors, StaticSharedArrayRacesAndUnstoredLoadsAreRefused) {
+  simt::SharedArray<float, 4> a;
+  const simt::LaunchConfig c = config({1, 1, 1}, {64, 1, 1});
+  // A store, then another thread's load in the same interval.
+  EXPECT_TRUE(contains(launch_error(c,
+                                    [&] {
+                                      if (simt::thread_index().x == 0) a[0] = 1.0f;
+                                      const float x = a[0];
+                                      (void)x;
+                                    }),
+                       "thread (1,0,0) warp 0 lane 1: race: loads element 0 of a static __shared__ array of 4 "
+                       "elements of 4 bytes, which thread (0,0,0) stored in this barrier interval"));
+  // Loads after a barrier, then a store with no barrier after them (the
+  // reuse of a reduction's array). Which side reports the race depends on
+  // the order the threads run in.
+  const std::string reuse = launch_error(c, [&] {
+    const unsigned t = simt::thread_index().x;
+    if (t == 0) a[0] = 1.0f;
+    simt::sync_threads();
+    const float x = a[0];
+    if (t == 63) a[0] = x + 1.0f;
+  });
+  EXPECT_TRUE(contains(reuse, "race: ") && contains(reuse, "element 0 of a static __shared__ array") &&
+              contains(reuse, "thread (63,0,0)") && contains(reuse, "in this barrier interval"))
+      << reuse;
+  // Two threads store one element in one interval.
+  EXPECT_TRUE(contains(launch_error(c,
+                                    [&] {
+                                      const unsigned t = simt::thread_index().x;
+                                      if (t == 5 || t == 40) a[1] = float(t);
+                                    }),
+                       "thread (40,0,0) warp 1 lane 8: race: stores element 1 of a static __shared__ array of 4 "
+                       "elements of 4 bytes, which thread (5,0,0) also stored in this barrier interval"));
+  // A load of what no thread of this block stored: block 1 would see block
+  // 0's value in a plain static, garbage on a GPU.
+  const std::string unstored = launch_error(config({2, 1, 1}, {64, 1, 1}), [&] {
+    if (simt::block_index().x == 0 && simt::thread_index().x == 0) a[2] = 1.0f;
+    simt::sync_threads();
+    const float x = a[2];
+    (void)x;
+  });
+  EXPECT_TRUE(contains(unstored, "[simt] block (1,0,0) thread (") &&
+              contains(unstored,
+                       "loads element 2 of a static __shared__ array of 4 elements of 4 bytes, which no "
+                       "thread of the block has stored"))
+      << unstored;
+  // An index outside the array, whatever the race check.
+  simt::LaunchConfig unchecked = c;
+  unchecked.check_races = false;
+  EXPECT_TRUE(contains(launch_error(unchecked, [&] { a[int(simt::thread_index().x)] = 0.0f; }),
+                       "thread (4,0,0) warp 0 lane 4: stores index 4 outside a static __shared__ array of 4 elements"));
+  // A thread may store and load its own element as it likes, and loads by
+  // many threads of one stored value are fine.
+  EXPECT_EQ(launch_error(c,
+                         [&] {
+                           const unsigned t = simt::thread_index().x;
+                           if (t < 4) {
+                             a[t] = float(t);
+                             a[t] = a[t] + 1.0f;
+                           }
+                           simt::sync_threads();
+                           const float x = a[0] + a[3];
+                           EXPECT_EQ(x, 5.0f);
+                         }),
+            "");
+}
+
+TEST(SimtEmulatorErrors, LaunchesAGpuWouldRefuseAreRefused) {
+  const auto body = [] {};
+  EXPECT_TRUE(contains(launch_error(config({1, 1, 1}, {1025, 1, 1}), body),
+                       "launch refused: block (1025,1,1): 1 to 1024 threads per block"));
+  EXPECT_TRUE(contains(launch_error(config({1, 1, 1}, {1, 1, 65}), body), "z at most 64"));
+  EXPECT_TRUE(contains(launch_error(config({1, 65536, 1}, {32, 1, 1}), body),
+                       "grid (1,65536,1): x from 1 to 2^31-1 blocks, y and z from 1 to 65535"));
+  EXPECT_TRUE(contains(launch_error(config({0, 1, 1}, {32, 1, 1}), body), "grid (0,1,1)"));
+  // Dynamic shared memory: 48 KiB unless the kernel raised its limit, which
+  // goes up to 227 KiB.
+  simt::LaunchConfig c = config({1, 1, 1}, {32, 1, 1}, (48 << 10) + 16);
+  EXPECT_TRUE(contains(launch_error(c, body),
+                       "49168 bytes of dynamic shared memory, over the kernel's 49152 (above 48 KiB a kernel must "
+                       "raise cudaFuncAttributeMaxDynamicSharedMemorySize first)"));
+  c.max_dynamic_shared_bytes = 96 << 10;
+  EXPECT_EQ(launch_error(c, body), "");
+  c.max_dynamic_shared_bytes = (227 << 10) + 1;
+  EXPECT_TRUE(contains(launch_error(c, body), "a block can have at most 232448"));
+  EXPECT_EQ(simt::launch_refusal(config({65535, 65535, 65535}, {32, 32, 1}, 1024)), "");
 }
 
 TEST(SimtEmulatorErrors, DeviceFunctionsOutsideALaunchAreALogicError) {

@@ -8,6 +8,14 @@
 
 namespace stepmix::cuda::detail {
 
+// A static shared array: `__shared__ SharedArray<T, N> name;`. T[N] here; the
+// CPU build of the kernels (the tests' SIMT emulator) gives it a type that
+// checks every load and store for races between the block's threads.
+#if defined(__CUDACC__)
+template <class T, int N>
+using SharedArray = T[N];
+#endif
+
 __device__ __forceinline__ float bf16_to_float(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
 
 // core/numerics.hpp float_to_bf16_rne, NaN payloads included.

@@ -38,7 +38,7 @@ __device__ __forceinline__ float normed(float x, float inv_rms, float w, bool ne
 // One block per row.
 __global__ void rms_norm_kernel(const float* __restrict__ x, int64_t n, const float* __restrict__ weight, float eps,
                                 bool nemotron, uint16_t* __restrict__ out) {
-  __shared__ double partial[kThreads / 32];
+  __shared__ SharedArray<double, kThreads / 32> partial;
   const float* in = x + int64_t(blockIdx.x) * n;
   uint16_t* y = out + int64_t(blockIdx.x) * n;
   double s = 0.0;

@@ -216,7 +216,7 @@ struct SplitQkv {
 // ---------------------------------------------------------------- softmax
 constexpr int kSoftmaxThreads = 256;
 
-__device__ float block_reduce(float v, bool take_max, float* shared) {
+__device__ float block_reduce(float v, bool take_max, SharedArray<float, kSoftmaxThreads / 32>& shared) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) {
     const float o = __shfl_xor_sync(0xFFFFFFFFu, v, offset);
@@ -241,7 +241,7 @@ __device__ float block_reduce(float v, bool take_max, float* shared) {
 
 // One block per row: s = exp(s − max) / Σ exp(s − max), as vae/layers.cpp.
 __global__ void softmax_rows_kernel(float* __restrict__ s, int64_t n) {
-  __shared__ float shared[kSoftmaxThreads / 32];
+  __shared__ SharedArray<float, kSoftmaxThreads / 32> shared;
   float* row = s + int64_t(blockIdx.x) * n;
   float top = -INFINITY;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) top = fmaxf(top, row[j]);

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "simt_emulator.hpp"
+#include "static_shared.hpp"
 
 #define __global__
 #define __device__
@@ -25,8 +26,13 @@
 #define __syncthreads() ::stepmix::simt::sync_threads()
 #define __shfl_xor_sync(mask, value, lane_mask) ::stepmix::simt::shuffle_xor(mask, value, lane_mask)
 // A block's threads run one block at a time, so a static local is its
-// shared memory.
+// shared memory; the kernels declare their static shared arrays as
+// SharedArray<T, N>, which checks every access here (static_shared.hpp).
 #define __shared__ static
+namespace stepmix::cuda::detail {
+template <class T, int N>
+using SharedArray = simt::SharedArray<T, N>;
+}  // namespace stepmix::cuda::detail
 
 // CUDA's vector types.
 struct alignas(8) uint2 {

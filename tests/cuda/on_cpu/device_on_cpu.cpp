@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_device.hpp"
 #include "kernels/cuda/device_accounting.hpp"
+#include "simt_emulator.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix::cuda {
@@ -43,6 +44,23 @@ std::vector<std::pair<const void*, std::size_t>> device_allocations() {
   std::vector<std::pair<const void*, std::size_t>> all;
   for (const auto& [start, bytes] : g_allocations) all.emplace_back(start, bytes);
   return all;
+}
+
+namespace {
+std::map<const void*, std::size_t> g_max_dynamic_shared;  // kernel → bytes (g_mutex)
+}  // namespace
+
+cudaError_t set_max_dynamic_shared_bytes(const void* kernel, int bytes) {
+  if (bytes < 0 || std::size_t(bytes) > simt::kOptInMaxDynamicSharedBytes) return cudaErrorInvalidValue;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_max_dynamic_shared[kernel] = std::size_t(bytes);
+  return cudaSuccess;
+}
+
+std::size_t max_dynamic_shared_bytes(const void* kernel) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const auto it = g_max_dynamic_shared.find(kernel);
+  return it == g_max_dynamic_shared.end() ? simt::kDefaultMaxDynamicSharedBytes : it->second;
 }
 }  // namespace detail
 

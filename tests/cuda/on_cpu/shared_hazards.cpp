@@ -1,6 +1,8 @@
 // The shared-memory race check (shared_hazards.hpp).
 #include "shared_hazards.hpp"
 
+#include <utility>
+
 namespace stepmix::simt {
 
 void SharedHazards::reset(std::size_t bytes, unsigned block_x, unsigned block_y) {
@@ -9,10 +11,10 @@ void SharedHazards::reset(std::size_t bytes, unsigned block_x, unsigned block_y)
   block_y_ = block_y;
 }
 
-std::string SharedHazards::thread_name(int thread) const {
+std::string thread_name(int thread, unsigned block_x, unsigned block_y) {
   const unsigned t = unsigned(thread);
-  return "thread (" + std::to_string(t % block_x_) + "," + std::to_string(t / block_x_ % block_y_) + "," +
-         std::to_string(t / (block_x_ * block_y_)) + ")";
+  return "thread (" + std::to_string(t % block_x) + "," + std::to_string(t / block_x % block_y) + "," +
+         std::to_string(t / (block_x * block_y)) + ")";
 }
 
 std::string SharedHazards::copy_issued(uint32_t offset, int thread, unsigned interval) {
@@ -63,6 +65,48 @@ std::string SharedHazards::read(uint32_t offset, int thread, unsigned interval) 
   } else if (c.readers[0] != thread && c.readers[1] < 0) {
     c.readers[1] = thread;
   }
+  return "";
+}
+
+// ---- static shared arrays
+
+void ElementHazards::reset(std::size_t elements, unsigned block_x, unsigned block_y, std::string array) {
+  elements_.assign(elements, Element{});
+  block_x_ = block_x;
+  block_y_ = block_y;
+  array_ = std::move(array);
+}
+
+std::string ElementHazards::load(std::size_t i, int thread, unsigned interval) {
+  Element& e = elements_[i];
+  if (e.writer < 0)
+    return "loads " + element_name(i) + ", which no thread of the block has stored (uninitialised shared memory)";
+  if (e.writer != thread && e.stored_in == interval)
+    return "race: loads " + element_name(i) + ", which " + thread_name(e.writer, block_x_, block_y_) +
+           " stored in this barrier interval (a __syncthreads must come between the store and the load)";
+  if (e.loaded_in != interval) {
+    e.loaded_in = interval;
+    e.loaders[0] = thread;
+    e.loaders[1] = -1;
+  } else if (e.loaders[0] != thread && e.loaders[1] < 0) {
+    e.loaders[1] = thread;
+  }
+  return "";
+}
+
+std::string ElementHazards::store(std::size_t i, int thread, unsigned interval) {
+  Element& e = elements_[i];
+  if (e.loaded_in == interval) {
+    const int other = e.loaders[0] != thread ? e.loaders[0] : e.loaders[1];
+    if (other >= 0)
+      return "race: stores " + element_name(i) + ", which " + thread_name(other, block_x_, block_y_) +
+             " loaded in this barrier interval (a __syncthreads must come between the load and the store)";
+  }
+  if (e.writer >= 0 && e.writer != thread && e.stored_in == interval)
+    return "race: stores " + element_name(i) + ", which " + thread_name(e.writer, block_x_, block_y_) +
+           " also stored in this barrier interval";
+  e.writer = thread;
+  e.stored_in = interval;
   return "";
 }
 

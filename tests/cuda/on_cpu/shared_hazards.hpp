@@ -22,6 +22,11 @@
 // - two cp.async into one chunk, neither waited for before the other's
 //   issue (or by different threads in one interval), land in either order;
 // - a read of a chunk no thread has written in the block reads garbage.
+//
+// ElementHazards holds the same rules for plain loads and stores, per
+// element of a kernel's static __shared__ array (static_shared.hpp): within
+// one interval, a store and any other thread's load or store of the element
+// race; a load of an element the block has not stored reads garbage.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +35,10 @@
 #include <vector>
 
 namespace stepmix::simt {
+
+// "thread (x,y,z)" for the thread of index `thread` in a block of
+// `block_x` × `block_y` × ... threads.
+std::string thread_name(int thread, unsigned block_x, unsigned block_y);
 
 class SharedHazards {
  public:
@@ -51,10 +60,32 @@ class SharedHazards {
     unsigned read_in = kPending;  // the interval of the readers below
     int readers[2] = {-1, -1};    // the first two distinct threads that read it in read_in
   };
-  std::string thread_name(int thread) const;
+  std::string thread_name(int thread) const { return simt::thread_name(thread, block_x_, block_y_); }
 
   std::vector<Chunk> chunks_;
   unsigned block_x_ = 1, block_y_ = 1;
+};
+
+class ElementHazards {
+ public:
+  // A new block; `array` names the array in messages.
+  void reset(std::size_t elements, unsigned block_x, unsigned block_y, std::string array);
+  // Each returns "" or the hazard in words, naming the other thread.
+  std::string load(std::size_t i, int thread, unsigned interval);
+  std::string store(std::size_t i, int thread, unsigned interval);
+
+ private:
+  static constexpr unsigned kNever = ~0u;
+  struct Element {
+    int writer = -1;  // the last thread that stored it; -1: never stored in the block
+    unsigned stored_in = kNever;
+    unsigned loaded_in = kNever;  // the interval of the loaders below
+    int loaders[2] = {-1, -1};    // the first two distinct threads that loaded it in loaded_in
+  };
+  std::string element_name(std::size_t i) const { return "element " + std::to_string(i) + " of " + array_; }
+  std::vector<Element> elements_;
+  unsigned block_x_ = 1, block_y_ = 1;
+  std::string array_;
 };
 
 }  // namespace stepmix::simt

@@ -110,6 +110,7 @@ struct Emulator {
   void* scheduler_fake_stack = nullptr;
   std::string error;
   LaunchCounters counters;
+  uint64_t block_serial = 0;
 };
 
 thread_local Emulator* active = nullptr;
@@ -369,10 +370,33 @@ void abandon_suspended(Emulator& e) {
 
 // ---- launch
 
+std::string launch_refusal(const LaunchConfig& config) {
+  const Dim3 &g = config.grid, &b = config.block;
+  auto dims = [](const Dim3& d) {
+    std::ostringstream s;
+    s << "(" << d.x << "," << d.y << "," << d.z << ")";
+    return s.str();
+  };
+  const uint64_t threads = uint64_t(b.x) * b.y * b.z;
+  if (threads == 0 || threads > kMaxThreadsPerBlock || b.z > kMaxBlockZ)
+    return "block " + dims(b) + ": 1 to 1024 threads per block, z at most 64";
+  if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > kMaxGridX || g.y > kMaxGridYZ || g.z > kMaxGridYZ)
+    return "grid " + dims(g) + ": x from 1 to 2^31-1 blocks, y and z from 1 to 65535";
+  if (config.max_dynamic_shared_bytes > kOptInMaxDynamicSharedBytes)
+    return "a dynamic shared memory limit of " + std::to_string(config.max_dynamic_shared_bytes) +
+           " bytes: a block can have at most " + std::to_string(kOptInMaxDynamicSharedBytes);
+  if (config.dynamic_shared_bytes > config.max_dynamic_shared_bytes)
+    return std::to_string(config.dynamic_shared_bytes) + " bytes of dynamic shared memory, over the kernel's " +
+           std::to_string(config.max_dynamic_shared_bytes) +
+           " (above 48 KiB a kernel must raise cudaFuncAttributeMaxDynamicSharedMemorySize first)";
+  return "";
+}
+
 void launch(const LaunchConfig& config, const std::function<void()>& thread_body) {
   if (active) throw std::logic_error("simt::launch: launches do not nest");
+  if (const std::string refusal = launch_refusal(config); !refusal.empty())
+    throw Error("simt", "launch refused: " + refusal);
   const uint64_t threads = uint64_t(config.block.x) * config.block.y * config.block.z;
-  if (threads == 0 || threads > 1024) throw std::invalid_argument("simt::launch: 1 to 1024 threads per block");
   Emulator e;
   e.config = &config;
   e.body = &thread_body;
@@ -395,6 +419,8 @@ void launch(const LaunchConfig& config, const std::function<void()>& thread_body
     for (unsigned by = 0; by < config.grid.y; ++by)
       for (unsigned bx = 0; bx < config.grid.x; ++bx) {
         e.block = {bx, by, bz};
+        static thread_local uint64_t blocks_run = 0;
+        e.block_serial = ++blocks_run;
         // Shared memory starts as garbage on a GPU: a kernel must not rely on it.
         e.shared.assign(config.dynamic_shared_bytes, 0xA5);
         if (config.check_races) e.hazards.reset(config.dynamic_shared_bytes, config.block.x, config.block.y);
@@ -625,6 +651,13 @@ void mma_m16n8k16_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint3
   });
   for (int i = 0; i < 4; ++i) c[i] = std::bit_cast<float>(uint32_t(s.out[i]));
 }
+
+SharedAccessPoint shared_access_point() {
+  const Emulator& e = emulator();
+  return {e.block_serial, e.current, e.block_generation, e.config->block, e.config->check_races};
+}
+
+void fail(const std::string& what) { SIMT_FAIL(what); }
 
 uint32_t pack_bf16(float lo, float hi) {
   return uint32_t(float_to_bf16_rne(lo)) | uint32_t(float_to_bf16_rne(hi)) << 16;

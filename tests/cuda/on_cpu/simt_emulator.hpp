@@ -24,7 +24,10 @@
 // - a shared-memory race between cp.async writes and ldmatrix reads of
 //   different threads with no __syncthreads between them, or a read of
 //   shared memory nothing wrote (shared_hazards.hpp has the rules), unless
-//   the launch turns the check off.
+//   the launch turns the check off; the same for the loads and stores of
+//   static __shared__ arrays (static_shared.hpp);
+// - a launch a GPU would refuse (launch_refusal: block and grid sizes, the
+//   dynamic shared memory above the kernel's limit).
 // cp.async copies land only when the thread waits for their group
 // (cp_async_wait), the latest a GPU may complete them, so a kernel that reads
 // a tile before waiting for it sees stale data here.
@@ -48,9 +51,21 @@ struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 
+// Hopper's (sm_90) launch limits: a GPU refuses a launch beyond them.
+constexpr unsigned kMaxThreadsPerBlock = 1024;
+constexpr unsigned kMaxBlockZ = 64;
+constexpr unsigned kMaxGridX = 0x7FFFFFFFu, kMaxGridYZ = 65535;
+// Dynamic shared memory a kernel may launch with unless it raised its
+// cudaFuncAttributeMaxDynamicSharedMemorySize, and the most it may raise it
+// to (sharedMemPerBlockOptin, 227 KiB).
+constexpr std::size_t kDefaultMaxDynamicSharedBytes = std::size_t(48) << 10;
+constexpr std::size_t kOptInMaxDynamicSharedBytes = std::size_t(227) << 10;
+
 struct LaunchConfig {
   Dim3 grid, block;
   std::size_t dynamic_shared_bytes = 0;
+  // The kernel's cudaFuncAttributeMaxDynamicSharedMemorySize.
+  std::size_t max_dynamic_shared_bytes = kDefaultMaxDynamicSharedBytes;
   // Global memory cp.async may read, as (address, bytes) ranges.
   std::vector<std::pair<const void*, std::size_t>> readable;
   // The race check of shared_hazards.hpp; off only in the emulator's own
@@ -70,6 +85,9 @@ struct LaunchCounters {
   uint64_t shared_bank_conflicts = 0;
 };
 
+// "" or why a GPU would refuse to start the launch (cudaErrorInvalidConfiguration
+// or cudaErrorInvalidValue there); launch() throws it as an error.
+std::string launch_refusal(const LaunchConfig& config);
 void launch(const LaunchConfig& config, const std::function<void()>& thread_body);
 LaunchCounters last_launch_counters();
 
@@ -106,5 +124,17 @@ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address, bool transposed);
 void mma_m16n8k16_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
 // Two floats to bf16 (nearest even), `lo` in the low half (__floats2bfloat162_rn).
 uint32_t pack_bf16(float lo, float hi);
+
+// ---- for the static __shared__ arrays (static_shared.hpp)
+struct SharedAccessPoint {
+  uint64_t block_serial;  // the running block, numbered across launches
+  int thread;             // the calling thread's index in its block (x fastest)
+  unsigned interval;      // the block's barrier interval: __syncthreads it has passed
+  Dim3 block_dimensions;
+  bool check_races;
+};
+SharedAccessPoint shared_access_point();
+// Ends the launch with `what` as the calling thread's error.
+[[noreturn]] void fail(const std::string& what);
 
 }  // namespace stepmix::simt

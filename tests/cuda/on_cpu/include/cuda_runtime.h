@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -20,14 +21,27 @@ struct dim3 {
   constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 using cudaStream_t = CUstream_st*;
-enum cudaError_t { cudaSuccess = 0 };
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-inline const char* cudaGetErrorName(cudaError_t) { return "cudaSuccess"; }
-inline const char* cudaGetErrorString(cudaError_t) { return "no error"; }
+inline const char* cudaGetErrorName(cudaError_t e) {
+  return e == cudaSuccess ? "cudaSuccess" : "cudaErrorInvalidValue";
+}
+inline const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "invalid argument"; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+
+namespace stepmix::cuda::detail {
+
+// Each kernel's cudaFuncAttributeMaxDynamicSharedMemorySize (device_on_cpu.cpp):
+// a launch may use 48 KiB unless its kernel raised it, to at most 227 KiB.
+cudaError_t set_max_dynamic_shared_bytes(const void* kernel, int bytes);
+std::size_t max_dynamic_shared_bytes(const void* kernel);
+
+}  // namespace stepmix::cuda::detail
+
 template <class Kernel>
-cudaError_t cudaFuncSetAttribute(Kernel, cudaFuncAttribute, int) {
-  return cudaSuccess;
+cudaError_t cudaFuncSetAttribute(Kernel kernel, cudaFuncAttribute attribute, int value) {
+  if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;
+  return stepmix::cuda::detail::set_max_dynamic_shared_bytes(reinterpret_cast<const void*>(kernel), value);
 }
 
 namespace stepmix::cuda::detail {
@@ -54,6 +68,10 @@ void launch_kernel(const char* name, void (*kernel)(Parameters...), dim3 grid, d
   config.grid = {grid.x, grid.y, grid.z};
   config.block = {block.x, block.y, block.z};
   config.dynamic_shared_bytes = shared_bytes;
+  config.max_dynamic_shared_bytes = max_dynamic_shared_bytes(reinterpret_cast<const void*>(kernel));
+  // What a GPU refuses to launch (check_launch's error there).
+  if (const std::string refusal = simt::launch_refusal(config); !refusal.empty())
+    throw Error("cuda", std::string(name) + ": launch refused: " + refusal);
   config.readable = device_allocations();
   simt::launch(config, [&] { kernel(arguments...); });
 }
