@@ -12,6 +12,8 @@
 //                                     head_dim 128), every flash variant, spot-checked against the
 //                                     reference kernel; and the 300-token causal prefill
 //   --quick                           small shapes (a smoke run)
+//   --tiny                            shapes the CPU build's SIMT emulator runs in seconds
+//                                     (bench_cuda_on_cpu, tests/cuda/bench_on_cpu.sh)
 //   --reps N                          timed repetitions per case (median reported; default 15)
 // Inputs are seeded device fills (never zeros). Timings are CUDA events
 // around a batch of calls long enough (>= 2 ms) to hide launch overhead.
@@ -35,9 +37,26 @@ using cuda::DeviceBuffer;
 namespace {
 
 struct Options {
-  bool info = false, ceilings = false, linear = false, attention = false, quick = false;
+  bool info = false, ceilings = false, linear = false, attention = false, quick = false, tiny = false;
   int reps = 15;
 };
+
+// The problem sizes of a run: the (default), --quick's, --tiny's.
+struct Sizes {
+  int64_t ceiling_n;
+  std::size_t copy_bytes;
+  std::vector<int64_t> Ms;
+  std::vector<std::pair<int64_t, int64_t>> KNs;
+  int64_t und, vision, Hq, Hkv, D;  // attention: understanding and vision tokens, heads, head_dim
+};
+
+Sizes sizes_of(const Options& o) {
+  if (o.tiny) return {128, std::size_t(1) << 20, {16, 48}, {{128, 128}, {128, 384}}, 20, 70, 4, 2, 128};
+  if (o.quick)
+    return {2048, std::size_t(256) << 20, {256, 1024}, {{1024, 1024}, {1024, 3072}}, 300, 4096, 32, 8, 128};
+  return {8192, std::size_t(2) << 30, {1024, 4096, 44160}, {{4096, 4096}, {4096, 1024}, {4096, 12288}, {12288, 4096}},
+          300, 44160, 32, 8, 128};
+}
 
 using bench::json_quoted;
 using bench::run_case;
@@ -105,7 +124,7 @@ void info() {
 
 // ---------------------------------------------------------------- ceilings
 void ceilings(const Options& o) {
-  const int64_t n = o.quick ? 2048 : 8192;
+  const int64_t n = sizes_of(o).ceiling_n;
   cuda::GemmRunner runner;
   DeviceBuffer a(n * n * 2), b(n * n * 2), y(n * n * 2), scales = DeviceBuffer::from_host(std::vector<float>{0.01f, 0.01f});
   cuda::fill_uniform_bf16(a.as<uint16_t>(), n * n, 1, -1, 1, nullptr);
@@ -132,7 +151,7 @@ void ceilings(const Options& o) {
          ", " + timing_fields(t, flop) + "}");
   });
   run_case("\"bench\": \"ceiling\", \"what\": \"device_copy\"", [&] {
-    const std::size_t bytes = o.quick ? (std::size_t(256) << 20) : (std::size_t(2) << 30);
+    const std::size_t bytes = sizes_of(o).copy_bytes;
     DeviceBuffer src(bytes), dst(bytes);
     cuda::fill_zero(src.data(), bytes, nullptr);
     const Timing t = time_calls([&] { cuda::copy_device(dst.data(), src.data(), bytes, nullptr); }, o.reps);
@@ -154,10 +173,9 @@ double relative_error(const std::vector<uint16_t>& got, const std::vector<uint16
 }
 
 void linear(const Options& o) {
-  const std::vector<int64_t> Ms = o.quick ? std::vector<int64_t>{256, 1024} : std::vector<int64_t>{1024, 4096, 44160};
-  const std::vector<std::pair<int64_t, int64_t>> KNs =
-      o.quick ? std::vector<std::pair<int64_t, int64_t>>{{1024, 1024}, {1024, 3072}}
-              : std::vector<std::pair<int64_t, int64_t>>{{4096, 4096}, {4096, 1024}, {4096, 12288}, {12288, 4096}};
+  const Sizes sizes = sizes_of(o);
+  const std::vector<int64_t>& Ms = sizes.Ms;
+  const std::vector<std::pair<int64_t, int64_t>>& KNs = sizes.KNs;
   cuda::GemmRunner runner;
   const float s_x = 4.0f / 448.0f, s_w = 0.05f / 448.0f;
   DeviceBuffer scales = DeviceBuffer::from_host(std::vector<float>{s_x, s_w});
@@ -225,7 +243,8 @@ void linear(const Options& o) {
 
 // ---------------------------------------------------------------- attention
 void attention(const Options& o) {
-  const int64_t und = 300, vision = o.quick ? 4096 : 44160, Hq = 32, Hkv = 8, D = 128;
+  const Sizes sizes = sizes_of(o);
+  const int64_t und = sizes.und, vision = sizes.vision, Hq = sizes.Hq, Hkv = sizes.Hkv, D = sizes.D;
   const AttentionProblem gen{vision, und + vision, Hq, Hkv, D, false};
   DeviceBuffer q(vision * Hq * D * 2), k((und + vision) * Hkv * D * 2), v((und + vision) * Hkv * D * 2);
   DeviceBuffer out(vision * Hq * D * 2), check(8 * Hq * D * 2), flash_part(8 * Hq * D * 2);
@@ -233,8 +252,10 @@ void attention(const Options& o) {
   cuda::fill_uniform_bf16(k.as<uint16_t>(), (und + vision) * Hkv * D, 22, -1.0f, 1.0f, nullptr);
   cuda::fill_uniform_bf16(v.as<uint16_t>(), (und + vision) * Hkv * D, 23, -1.0f, 1.0f, nullptr);
   const double flop = 4.0 * double(gen.q_rows) * double(gen.kv_rows) * double(Hq) * double(D);
-  const std::string shape = "\"q_rows\": " + std::to_string(gen.q_rows) + ", \"kv_rows\": " +
-                            std::to_string(gen.kv_rows) + ", \"q_heads\": 32, \"kv_heads\": 8, \"head_dim\": 128";
+  const std::string heads = ", \"q_heads\": " + std::to_string(Hq) + ", \"kv_heads\": " + std::to_string(Hkv) +
+                            ", \"head_dim\": " + std::to_string(D);
+  const std::string shape =
+      "\"q_rows\": " + std::to_string(gen.q_rows) + ", \"kv_rows\": " + std::to_string(gen.kv_rows) + heads;
   for (cuda::FlashVariant variant : cuda::kFlashVariants) {
     const std::string name = cuda::flash_variant_name(variant);
     const std::string fields =
@@ -269,9 +290,9 @@ void attention(const Options& o) {
     });
   }
   // The understanding prefill: 300 causal tokens.
-  const std::string prefill_fields =
-      "\"bench\": \"attention\", \"variant\": \"flash auto\", \"q_rows\": 300, \"kv_rows\": 300, \"q_heads\": 32, "
-      "\"kv_heads\": 8, \"head_dim\": 128, \"causal\": true";
+  const std::string prefill_fields = "\"bench\": \"attention\", \"variant\": \"flash auto\", \"q_rows\": " +
+                                     std::to_string(und) + ", \"kv_rows\": " + std::to_string(und) + heads +
+                                     ", \"causal\": true";
   run_case(prefill_fields, [&] {
     const AttentionProblem prefill{und, und, Hq, Hkv, D, true};
     const Timing t = time_calls(
@@ -296,9 +317,11 @@ int main(int argc, char** argv) {
     else if (a == "--linear") o.linear = true;
     else if (a == "--attention") o.attention = true;
     else if (a == "--quick") o.quick = true;
+    else if (a == "--tiny") o.tiny = true;
     else if (a == "--reps" && i + 1 < argc) o.reps = std::max(1, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: bench_cuda [--info] [--ceilings] [--linear] [--attention] [--quick] [--reps N]\n");
+      std::fprintf(stderr,
+                   "usage: bench_cuda [--info] [--ceilings] [--linear] [--attention] [--quick | --tiny] [--reps N]\n");
       return 2;
     }
   }

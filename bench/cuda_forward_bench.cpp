@@ -3,6 +3,7 @@
 // peer is bench/cuda_peer_forward.py).
 //
 //   bench_cuda_forward --dir DIR [--layers 1,4] [--tokens 44160,1024] [--text 300] [--reps 3] [--cfg-reps 1]
+//                      [--tiny]
 //
 // Nano's shape (hidden 4096, FFN 12288, 32 query / 8 KV heads, head_dim 128,
 // 48 latent channels, patch 2) with fewer layers: for each layer count, a
@@ -11,7 +12,9 @@
 // 44,160 = a 720p, 189-frame video (latent [1, 48, 48, 45, 80]), 1,024 = a
 // 1024² image (latent [1, 48, 1, 64, 64]); a prompt of `text` tokens, two
 // prompts (the CFG passes) whose understanding K/V stay cached, as in the
-// denoising loop.
+// denoising loop. --tiny: a small model of the same architecture (hidden
+// 512, FFN 1536, 4 / 2 heads of 128) that the CPU build's SIMT emulator runs
+// in seconds (bench_cuda_forward_on_cpu, tests/cuda/bench_on_cpu.sh).
 //
 // Per (layers, mode, tokens): the first forward (weights uploaded, plans
 // made) is not timed; then the understanding prefill (a forward with the
@@ -53,14 +56,13 @@ using namespace stepmix;
 using bench::parse_list;
 using Clock = std::chrono::steady_clock;
 
-
-SyntheticModelShape nano_shape(int64_t layers) {
+SyntheticModelShape nano_shape(int64_t layers, bool tiny) {
   SyntheticModelShape s;
-  s.hidden_size = 4096;
-  s.intermediate_size = 12288;
+  s.hidden_size = tiny ? 512 : 4096;
+  s.intermediate_size = tiny ? 1536 : 12288;
   s.layers = layers;
-  s.heads = 32;
-  s.kv_heads = 8;
+  s.heads = tiny ? 4 : 32;
+  s.kv_heads = tiny ? 2 : 8;
   s.head_dim = 128;
   s.vocab_size = 1024;
   s.latent_channel = 48;
@@ -126,12 +128,16 @@ struct Options {
   int64_t text = 300;
   int reps = 3;
   int cfg_reps = 1;  // CFG steps timed each way (0: none)
+  bool tiny = false;
 };
 
+std::string model_folder(const Options& o, int64_t layers) {
+  return o.dir + (o.tiny ? "/tiny-" : "/nano-") + std::to_string(layers) + "-layers";
+}
+
 void time_model(const Options& o, int64_t layers, const std::string& mode_name, Precision mode) {
-  const SyntheticModelShape shape = nano_shape(layers);
-  const std::string folder =
-      o.dir + "/nano-" + std::to_string(layers) + "-layers/" + (mode == Precision::BF16 ? "bf16" : "fp8");
+  const SyntheticModelShape shape = nano_shape(layers, o.tiny);
+  const std::string folder = model_folder(o, layers) + (mode == Precision::BF16 ? "/bf16" : "/fp8");
   Cosmos3Transformer model = Cosmos3Transformer::load(ModelDirectory::open(folder), WeightCache::None, cuda_backend());
   const ForwardOptions options{mode, mode, ActivationDType::BF16};
   for (int64_t tokens : o.tokens) {
@@ -206,7 +212,7 @@ void time_model(const Options& o, int64_t layers, const std::string& mode_name, 
 void loop_step(const Options& o) {
   for (int64_t tokens : o.tokens) {
     const auto [T, H, W] = latent_of(tokens);
-    const int64_t n = 48 * T * H * W;
+    const int64_t n = nano_shape(1, o.tiny).latent_channel * T * H * W;
     const std::size_t bytes = std::size_t(n) * sizeof(float);
     cuda::DeviceBuffer latent(bytes), v_cond(bytes), v_uncond(bytes), guided(bytes), history(4 * bytes);
     cuda::fill_uniform_f32(latent.as<float>(), n, 1, -1.0f, 1.0f, nullptr);
@@ -239,12 +245,15 @@ void loop_step(const Options& o) {
 
 int run(const Options& o) {
   const cuda::DeviceInfo info = cuda::require_device(0);
+  const SyntheticModelShape nano = nano_shape(1, o.tiny);
   std::printf("{\"impl\": \"stepmix\", \"bench\": \"forward_info\", \"name\": \"%s\", \"build\": \"%s\", "
-              "\"hidden\": 4096, \"ffn\": 12288, \"heads\": 32, \"kv_heads\": 8, \"head_dim\": 128}\n",
-              info.name.c_str(), cuda::build_info().c_str());
+              "\"hidden\": %lld, \"ffn\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld}\n",
+              info.name.c_str(), cuda::build_info().c_str(), (long long)nano.hidden_size,
+              (long long)nano.intermediate_size, (long long)nano.heads, (long long)nano.kv_heads,
+              (long long)nano.head_dim);
   for (int64_t layers : o.layers) {
-    const SyntheticModelShape shape = nano_shape(layers);
-    const std::string base = o.dir + "/nano-" + std::to_string(layers) + "-layers";
+    const SyntheticModelShape shape = nano_shape(layers, o.tiny);
+    const std::string base = model_folder(o, layers);
     for (const bool fp8 : {false, true}) {
       const std::string folder = base + (fp8 ? "/fp8" : "/bf16");
       if (std::filesystem::exists(folder + "/config.json")) continue;
@@ -275,9 +284,10 @@ int main(int argc, char** argv) {
     else if (a == "--text" && has_value) o.text = std::stoll(argv[++i]);
     else if (a == "--reps" && has_value) o.reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--cfg-reps" && has_value) o.cfg_reps = std::max(0, std::atoi(argv[++i]));
+    else if (a == "--tiny") o.tiny = true;
     else {
       std::fprintf(stderr, "usage: bench_cuda_forward --dir DIR [--layers 1,4] [--tokens 44160,1024] [--text 300] "
-                           "[--reps 3] [--cfg-reps 1]\n");
+                           "[--reps 3] [--cfg-reps 1] [--tiny]\n");
       return 2;
     }
   }

@@ -103,8 +103,12 @@ def forward_section(ours, peer, lines, summary):
                      " or every case failed: see \"cases that failed\")")
         return
     section = summary.setdefault("forward", {"cases": [], "schedule": {}, "estimate": {}})
-    lines.append("Nano-shaped forward (hidden 4096, FFN 12288, 32/8 heads, head_dim 128), ms per forward; fitted"
-                 " fixed + per-layer from the layer counts run, extrapolated to %d layers" % NANO_LAYERS)
+    shape = pick(ours, bench="forward_info") or {"hidden": 4096, "ffn": 12288, "heads": 32, "kv_heads": 8,
+                                                  "head_dim": 128}
+    lines.append("Nano-shaped forward (hidden %s, FFN %s, %s/%s heads, head_dim %s), ms per forward; fitted"
+                 " fixed + per-layer from the layer counts run, extrapolated to %d layers"
+                 % (shape.get("hidden"), shape.get("ffn"), shape.get("heads"), shape.get("kv_heads"),
+                    shape.get("head_dim"), NANO_LAYERS))
     lines.append("  tokens mode   | stepmix layers  measured  per-layer    @36 | torch measured  per-layer    @36 |"
                  " torch/stepmix @36")
     tokens_seen = sorted({r["tokens"] for r in records if r.get("bench") == "forward" and "tokens" in r},
@@ -222,7 +226,8 @@ def main():
     summary["device"] = {"stepmix": info, "torch": tinfo}
 
     lines.append("")
-    lines.append("ceilings (same run): TFLOP/s of an 8192^3 GEMM, TB/s of a device copy (read + write)")
+    n = (pick(ours, bench="ceiling", what="bf16_gemm") or pick(peer, bench="ceiling", what="bf16_gemm") or {}).get("n")
+    lines.append("ceilings (same run): TFLOP/s of an %s^3 GEMM, TB/s of a device copy (read + write)" % (n or "n"))
     ceiling = {}
     for what in ("bf16_gemm", "fp8_gemm", "device_copy"):
         a, b = pick(ours, bench="ceiling", what=what), pick(peer, bench="ceiling", what=what)
@@ -233,7 +238,7 @@ def main():
         lines.append("  %-12s stepmix %s   torch %s" % (what, fmt(va, 7, 1), fmt(vb, 7, 1)))
 
     lines.append("")
-    lines.append("linear, TFLOP/s; ratios to torch; fractions of the same-precision 8192^3 ceiling")
+    lines.append("linear, TFLOP/s; ratios to torch; fractions of the same-precision %s^3 ceiling" % (n or "n"))
     lines.append("      M     K     N |   W8A8  +quant   W8A16  cached    BF16 | scaled_mm +quant F.linear |"
                  " W8A8/smm W8A8/lin BF16/lin | W8A8/fp8 BF16/bf16")
     shapes = sorted({(r["M"], r["K"], r["N"]) for r in ours if r.get("bench") == "linear"})
@@ -281,7 +286,7 @@ def main():
                  "error": r.get("error"), "gqa": r.get("gqa"), "backend": r.get("backend")}
         summary["attention"].append(entry)
         rel = ratio(value, sdpa) if not r.get("causal") else None
-        lines.append("  %-8s %-22s %6s x %-6s %s %s ms %s%s" % (
+        lines.append("  %-8s %-26s %6s x %-6s %s %s ms %s%s" % (
             r["impl"], r.get("variant"), r.get("q_rows"), r.get("kv_rows"), fmt(value),
             fmt(r.get("ms"), 8, 2), ("  %.2fx SDPA" % rel) if rel else "",
             ("  error: " + r["error"][:80]) if r.get("error") else ""))
@@ -317,7 +322,10 @@ def main():
     lines.append("")
     lines.append("targets")
     for t in summary["targets"]:
-        lines.append("  %-4s %s: %s" % ("met" if t["met"] else "MISS", t["target"], fmt(t["value"], 5, 2)))
+        if t["value"] is None:  # a side of the comparison has no figure (not run, or its case failed)
+            t["met"] = None
+        status = "n/a" if t["met"] is None else "met" if t["met"] else "MISS"
+        lines.append("  %-4s %s: %s" % (status, t["target"], fmt(t["value"], 5, 2)))
 
     print("\n".join(lines))
     if out_json:

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The device check's benchmarks on the CPU build of the CUDA backend (the
+# SIMT emulator and the cuBLASLt model) at --tiny sizes, then its summary over
+# what they printed: every case runs and prints its record, every spot check
+# passes, the records carry the fields the summary reads, and the summary
+# makes its tables without a PyTorch peer. Timings are not looked at.
+# $1 = bench_cuda_on_cpu, $2 = bench_cuda_forward_on_cpu, $3 = bench/.
+set -u
+bench="$1" forward="$2" bench_dir="$3"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+"$bench" --info --ceilings --linear --attention --tiny --reps 1 >"$tmp/stepmix.jsonl" 2>"$tmp/err" ||
+  fail "bench_cuda: $(cat "$tmp/err")"
+"$forward" --tiny --dir "$tmp/models" --layers 1,2 --tokens 16 --text 8 --reps 2 >>"$tmp/stepmix.jsonl" \
+  2>"$tmp/err" || fail "bench_cuda_forward: $(cat "$tmp/err")"
+: >"$tmp/torch.jsonl"  # no peer here
+
+/usr/bin/python3 - "$tmp/stepmix.jsonl" <<'EOF' || fail "records"
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+errors = [r for r in records if "error" in r]
+assert not errors, errors
+def count(**match):
+    return sum(all(r.get(k) == v for k, v in match.items()) for r in records)
+assert count(bench="info", usable=True) == 1
+for what in ("bf16_gemm", "fp8_gemm", "device_copy"):
+    assert count(bench="ceiling", what=what) == 1, what
+modes = ("W8A8", "W8A8+quantize", "W8A16", "W8A16 cached", "BF16")
+for mode in modes:
+    assert count(bench="linear", mode=mode) == 4, mode  # 2 M x 2 (K, N)
+assert all(r["tflops"] > 0 for r in records if r.get("bench") == "linear")
+checks = [r for r in records if r.get("bench") == "check"]
+assert len(checks) == 2 + 3 and all(r["pass"] is True for r in checks), checks  # W8A8 rows; 3 flash variants
+assert count(bench="attention", causal=False) == 3 and count(bench="attention", causal=True) == 1
+assert count(bench="forward_info", hidden=512) == 1
+for mode in ("dense", "w8a16", "w8a8"):
+    for layers in (1, 2):
+        forward = [r for r in records if r.get("bench") == "forward" and r.get("mode") == mode
+                   and r.get("layers") == layers]
+        assert len(forward) == 1 and len(forward[0]["samples"]) == 2, (mode, layers)
+        assert forward[0]["peak_device_bytes"] >= forward[0]["held_device_bytes"] > 0, forward[0]
+        assert count(bench="cfg_step", mode=mode, layers=layers) == 1, (mode, layers)
+assert count(bench="loop_step", tokens=16) == 1
+EOF
+
+/usr/bin/python3 "$bench_dir/cuda_summary.py" "$tmp/stepmix.jsonl" "$tmp/torch.jsonl" "$tmp/summary.json" \
+  >"$tmp/summary.txt" 2>"$tmp/err" || fail "cuda_summary.py: $(cat "$tmp/err")"
+for line in "^device: SIMT emulator" "^linear, TFLOP/s" "^ *48 *128 *384 |" "^  stepmix  flash 32 rows/warp 64 keys" \
+  "^Nano-shaped forward (hidden 512, FFN 1536, 4/2 heads, head_dim 128)" "^ *16 w8a8 *| *1,2" \
+  "mixed W8A16x3 / W8A8x29 / W8A16x3" "^  2 layers w8a16 *16 tokens: separate" "^  ok   flash 16 rows/warp" \
+  "^  n/a  attention flash 16 rows/warp >= 1.0x SDPA default"; do
+  grep -q -- "$line" "$tmp/summary.txt" || fail "summary lacks $line"$'\n'"$(cat "$tmp/summary.txt")"
+done
+grep -q "FAIL" "$tmp/summary.txt" && fail "a check failed"$'\n'"$(cat "$tmp/summary.txt")"
+/usr/bin/python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert len(s["linear"]) == 4 and s["checks"]' \
+  "$tmp/summary.json" || fail "summary.json"
+echo "ok: bench_cuda and bench_cuda_forward at --tiny sizes on the CPU build, and their summary"
