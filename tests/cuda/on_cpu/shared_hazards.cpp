@@ -17,16 +17,28 @@ std::string thread_name(int thread, unsigned block_x, unsigned block_y) {
          std::to_string(t / (block_x * block_y)) + ")";
 }
 
+void IntervalReaders::add(int thread, unsigned in_interval) {
+  if (interval != in_interval) {
+    interval = in_interval;
+    threads[0] = thread;
+    threads[1] = -1;
+  } else if (threads[0] != thread && threads[1] < 0) {
+    threads[1] = thread;
+  }
+}
+
+int IntervalReaders::other_than(int thread, unsigned in_interval) const {
+  if (interval != in_interval) return -1;
+  return threads[0] != thread ? threads[0] : threads[1];
+}
+
 std::string SharedHazards::copy_issued(uint32_t offset, int thread, unsigned interval) {
   Chunk& c = chunks_[offset / 16];
   // (Messages are built only for a hazard: this runs at every copy.)
   auto at = [offset] { return "cp.async into shared offset " + std::to_string(offset); };
-  if (c.read_in == interval) {
-    const int other = c.readers[0] != thread ? c.readers[0] : c.readers[1];
-    if (other >= 0)
-      return "race: " + at() + " overwrites what " + thread_name(other) +
-             " read in this barrier interval (a __syncthreads must come between the read and the copy)";
-  }
+  if (const int other = c.readers.other_than(thread, interval); other >= 0)
+    return "race: " + at() + " overwrites what " + thread_name(other) +
+           " read in this barrier interval (a __syncthreads must come between the read and the copy)";
   if (c.writer >= 0) {
     auto earlier = [&] {
       return c.writer == thread ? std::string("its own earlier cp.async") : thread_name(c.writer) + "'s cp.async";
@@ -58,13 +70,7 @@ std::string SharedHazards::read(uint32_t offset, int thread, unsigned interval) 
   if (c.writer != thread && c.landed == interval)
     return "race: " + at() + ", which " + thread_name(c.writer) +
            "'s cp.async filled in this barrier interval (a __syncthreads must come between its wait and the read)";
-  if (c.read_in != interval) {
-    c.read_in = interval;
-    c.readers[0] = thread;
-    c.readers[1] = -1;
-  } else if (c.readers[0] != thread && c.readers[1] < 0) {
-    c.readers[1] = thread;
-  }
+  c.readers.add(thread, interval);
   return "";
 }
 
@@ -84,24 +90,15 @@ std::string ElementHazards::load(std::size_t i, int thread, unsigned interval) {
   if (e.writer != thread && e.stored_in == interval)
     return "race: loads " + element_name(i) + ", which " + thread_name(e.writer, block_x_, block_y_) +
            " stored in this barrier interval (a __syncthreads must come between the store and the load)";
-  if (e.loaded_in != interval) {
-    e.loaded_in = interval;
-    e.loaders[0] = thread;
-    e.loaders[1] = -1;
-  } else if (e.loaders[0] != thread && e.loaders[1] < 0) {
-    e.loaders[1] = thread;
-  }
+  e.loaders.add(thread, interval);
   return "";
 }
 
 std::string ElementHazards::store(std::size_t i, int thread, unsigned interval) {
   Element& e = elements_[i];
-  if (e.loaded_in == interval) {
-    const int other = e.loaders[0] != thread ? e.loaders[0] : e.loaders[1];
-    if (other >= 0)
-      return "race: stores " + element_name(i) + ", which " + thread_name(other, block_x_, block_y_) +
-             " loaded in this barrier interval (a __syncthreads must come between the load and the store)";
-  }
+  if (const int other = e.loaders.other_than(thread, interval); other >= 0)
+    return "race: stores " + element_name(i) + ", which " + thread_name(other, block_x_, block_y_) +
+           " loaded in this barrier interval (a __syncthreads must come between the load and the store)";
   if (e.writer >= 0 && e.writer != thread && e.stored_in == interval)
     return "race: stores " + element_name(i) + ", which " + thread_name(e.writer, block_x_, block_y_) +
            " also stored in this barrier interval";

@@ -40,6 +40,18 @@ namespace stepmix::simt {
 // `block_x` × `block_y` × ... threads.
 std::string thread_name(int thread, unsigned block_x, unsigned block_y);
 
+// Who read a piece of shared memory in one barrier interval: the first two
+// distinct threads, enough to name a thread other than any given one.
+struct IntervalReaders {
+  static constexpr unsigned kNone = ~0u;
+  unsigned interval = kNone;
+  int threads[2] = {-1, -1};
+
+  void add(int thread, unsigned in_interval);
+  // A reader in `in_interval` other than `thread`, or -1.
+  int other_than(int thread, unsigned in_interval) const;
+};
+
 class SharedHazards {
  public:
   // A new block: `bytes` of unwritten shared memory; threads are named by
@@ -57,8 +69,7 @@ class SharedHazards {
   struct Chunk {
     int writer = -1;  // the thread of the last cp.async into it; -1: never written
     unsigned issued = 0, landed = 0;
-    unsigned read_in = kPending;  // the interval of the readers below
-    int readers[2] = {-1, -1};    // the first two distinct threads that read it in read_in
+    IntervalReaders readers;
   };
   std::string thread_name(int thread) const { return simt::thread_name(thread, block_x_, block_y_); }
 
@@ -79,8 +90,7 @@ class ElementHazards {
   struct Element {
     int writer = -1;  // the last thread that stored it; -1: never stored in the block
     unsigned stored_in = kNever;
-    unsigned loaded_in = kNever;  // the interval of the loaders below
-    int loaders[2] = {-1, -1};    // the first two distinct threads that loaded it in loaded_in
+    IntervalReaders loaders;
   };
   std::string element_name(std::size_t i) const { return "element " + std::to_string(i) + " of " + array_; }
   std::vector<Element> elements_;

@@ -5,6 +5,7 @@
 #include "simt_emulator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <boost/context/fiber.hpp>
 #include <boost/context/preallocated.hpp>
 #include <boost/context/stack_context.hpp>
@@ -232,7 +233,9 @@ void launch(const LaunchConfig& config, const std::function<void()>& thread_body
     for (unsigned by = 0; by < config.grid.y; ++by)
       for (unsigned bx = 0; bx < config.grid.x; ++bx) {
         e.block = {bx, by, bz};
-        static thread_local uint64_t blocks_run = 0;
+        // Numbered across launches and host threads: a static __shared__
+        // array is one object for all of them (static_shared.hpp).
+        static std::atomic<uint64_t> blocks_run{0};
         e.block_serial = ++blocks_run;
         // Shared memory starts as garbage on a GPU: a kernel must not rely on it.
         e.shared.assign(config.dynamic_shared_bytes, 0xA5);

@@ -27,7 +27,9 @@
 //   the launch turns the check off; the same for the loads and stores of
 //   static __shared__ arrays (static_shared.hpp);
 // - a launch a GPU would refuse (launch_refusal: block and grid sizes, the
-//   dynamic shared memory above the kernel's limit).
+//   dynamic shared memory above the kernel's limit; static shared memory,
+//   which a GPU counts too, is left out: the kernels' static arrays are a few
+//   dozen bytes, and the one kernel above 48 KiB, flash attention, has none).
 // cp.async copies land only when the thread waits for their group
 // (cp_async_wait), the latest a GPU may complete them, so a kernel that reads
 // a tile before waiting for it sees stale data here.

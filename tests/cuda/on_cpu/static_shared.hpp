@@ -8,11 +8,17 @@
 // of ElementHazards (shared_hazards.hpp): a store and another thread's load
 // or store of the element with no __syncthreads between them race, and a load
 // of an element the block never stored reads garbage.
+// Not modelled, as no kernel does either: __syncwarp (the CPU build does not
+// define it, so a kernel using it does not compile there; warp-synchronous
+// exchanges through shared memory would need ordering within a warp), and
+// stores of one value by several threads (the "any thread saw it" flag),
+// which a GPU tolerates and this reports as a race.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "shared_hazards.hpp"
 
@@ -36,18 +42,20 @@ class SharedArray {
 
  public:
   // What a[i] is: a load where it is read, a store where it is assigned.
+  // Only as a temporary (the && qualifiers): `auto x = a[i];` would keep a
+  // proxy that loads wherever x is used, where nvcc loads once, at once.
   class Element {
    public:
-    operator T() const {
+    operator T() const&& {
       array_.checks_.access(array_.data_, sizeof(T), N, index_, false);
       return array_.data_[index_];
     }
-    Element& operator=(T value) {
+    Element&& operator=(T value) && {
       array_.checks_.access(array_.data_, sizeof(T), N, index_, true);
       array_.data_[index_] = value;
-      return *this;
+      return std::move(*this);
     }
-    Element& operator=(const Element& other) { return *this = T(other); }
+    Element&& operator=(const Element& other) && { return std::move(*this) = T(std::move(other)); }
 
    private:
     friend class SharedArray;
