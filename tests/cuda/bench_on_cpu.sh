@@ -3,10 +3,12 @@
 # SIMT emulator and the cuBLASLt model) at --tiny sizes, then its summary over
 # what they printed: every case runs and prints its record, every spot check
 # passes, the records carry the fields the summary reads, and the summary
-# makes its tables without a PyTorch peer. Timings are not looked at.
-# $1 = bench_cuda_on_cpu, $2 = bench_cuda_forward_on_cpu, $3 = bench/.
+# makes its tables without a PyTorch peer; and the VAE decode benchmark of its
+# optional step (bench_vae --device cuda) on the tiny Wan2.2 golden VAE.
+# Timings are not looked at.
+# $1 = bench_cuda_on_cpu, $2 = bench_cuda_forward_on_cpu, $3 = bench_vae_on_cpu, $4 = bench/, $5 = tests/data.
 set -u
-bench="$1" forward="$2" bench_dir="$3"
+bench="$1" forward="$2" vae="$3" bench_dir="$4" data="$5"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 fail() {
@@ -59,4 +61,15 @@ done
 grep -q "FAIL" "$tmp/summary.txt" && fail "a check failed"$'\n'"$(cat "$tmp/summary.txt")"
 /usr/bin/python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert len(s["linear"]) == 4 and s["checks"]' \
   "$tmp/summary.json" || fail "summary.json"
-echo "ok: bench_cuda and bench_cuda_forward at --tiny sizes on the CPU build, and their summary"
+
+# What bench/cuda_vae_check.sh reads of bench_vae's line.
+golden="$data/golden/wan22-vae-tiny"
+"$vae" --vae "$golden/vae" --latent "$golden/decode/video.safetensors" --repeats 1 --activations bf16 \
+  --device cuda >"$tmp/vae.json" 2>"$tmp/err" || fail "bench_vae: $(cat "$tmp/err")"
+/usr/bin/python3 - "$tmp/vae.json" <<'EOF' || fail "bench_vae's line: $(cat "$tmp/vae.json")"
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r["device"] == "cuda" and r["shape"] == [1, 48, 3, 4, 6], r
+assert len(r["ms"]) == 1 and r["ms"][0] > 0 and r["peak_gpu_mib"] > 0, r
+EOF
+echo "ok: bench_cuda and bench_cuda_forward at --tiny sizes on the CPU build, their summary, and bench_vae"
