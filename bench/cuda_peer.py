@@ -3,7 +3,10 @@
 same kind of data (seeded uniform values, never zeros), same timing (CUDA events
 around batches of >= 2 ms, median of the batches). One JSON object per line.
 
-  python3 bench/cuda_peer.py [--ceilings] [--linear] [--attention] [--quick] [--reps N]
+  python3 bench/cuda_peer.py [--ceilings] [--linear] [--attention] [--quick | --tiny] [--reps N]
+
+--quick and --tiny take bench_cuda's sizes of the same names (--tiny: the
+sizes tests/cuda/peers_on_cpu.py runs this script at, on the CPU).
 
 Linear: bf16 F.linear; torch._scaled_mm on E4M3 operands with per-tensor scales
 (use_fast_accum=False, as stepmix); the same after quantizing x in eager PyTorch
@@ -82,8 +85,19 @@ def quantize(torch, x, scale):
     return (x.float() / scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
 
 
+def sizes(args):
+    """bench_cuda's sizes (Sizes, bench/cuda_bench.cpp): ceiling n, copy bytes, M list,
+    (K, N) list, attention (understanding rows, vision rows, q heads, kv heads, head_dim)."""
+    if args.tiny:
+        return 128, 1 << 20, [16, 48], [(128, 128), (128, 384)], (20, 70, 4, 2, 128)
+    if args.quick:
+        return 2048, 256 << 20, [256, 1024], [(1024, 1024), (1024, 3072)], (300, 4096, 32, 8, 128)
+    return (8192, 2 << 30, [1024, 4096, 44160], [(4096, 4096), (4096, 1024), (4096, 12288), (12288, 4096)],
+            (300, 44160, 32, 8, 128))
+
+
 def ceilings(torch, args):
-    n = 2048 if args.quick else 8192
+    n = sizes(args)[0]
     a = uniform(torch, (n, n), -1, 1, torch.bfloat16, 1)
     b = uniform(torch, (n, n), -1, 1, torch.bfloat16, 2)
     flop = 2.0 * n ** 3
@@ -93,7 +107,7 @@ def ceilings(torch, args):
     a8, b8 = quantize(torch, a, 1 / 448), quantize(torch, b, 1 / 448)
     measure(torch, {**record, "what": "fp8_gemm"},
             lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16), args.reps, flop)
-    size = (256 << 20) if args.quick else (2 << 30)
+    size = sizes(args)[1]
     record = {"impl": "torch", "bench": "ceiling", "what": "device_copy", "bytes": size}
     try:
         src = torch.empty(size, dtype=torch.uint8, device="cuda").fill_(1)
@@ -106,8 +120,7 @@ def ceilings(torch, args):
 
 def linear(torch, args):
     F = torch.nn.functional
-    ms = [256, 1024] if args.quick else [1024, 4096, 44160]
-    kns = [(1024, 1024), (1024, 3072)] if args.quick else [(4096, 4096), (4096, 1024), (4096, 12288), (12288, 4096)]
+    _, _, ms, kns, _ = sizes(args)
     s_x = torch.tensor(4.0 / 448.0, device="cuda")
     s_w = torch.tensor(0.05 / 448.0, device="cuda")
     for k, n in kns:
@@ -135,7 +148,7 @@ def linear(torch, args):
 
 def attention(torch, args):
     F = torch.nn.functional
-    und, vision, hq, hkv, d = 300, (4096 if args.quick else 44160), 32, 8, 128
+    und, vision, hq, hkv, d = sizes(args)[4]
     # stepmix's layout [S, H, D]; SDPA takes [B, H, S, D] (a strided view, no copy).
     q = uniform(torch, (1, vision, hq, d), -1, 1, torch.bfloat16, 21).transpose(1, 2)
     k = uniform(torch, (1, und + vision, hkv, d), -1, 1, torch.bfloat16, 22).transpose(1, 2)
@@ -181,7 +194,7 @@ def attention(torch, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for flag in ("ceilings", "linear", "attention", "quick"):
+    for flag in ("ceilings", "linear", "attention", "quick", "tiny"):
         parser.add_argument("--" + flag, action="store_true")
     parser.add_argument("--reps", type=int, default=15)
     args = parser.parse_args()

@@ -6,7 +6,10 @@ Diffusers-style module runs it. Seeded random weights made on the GPU (the
 same shapes and scales as stepmix's synthetic checkpoint, not the same values:
 this is a timing peer).
 
-  python3 bench/cuda_peer_forward.py [--layers 1,4] [--tokens 44160,1024] [--text 300] [--reps 3]
+  python3 bench/cuda_peer_forward.py [--layers 1,4] [--tokens 44160,1024] [--text 300] [--reps 3] [--tiny]
+
+--tiny: bench_cuda_forward --tiny's model (hidden 512, FFN 1536, 4 / 2 heads of
+128), the size tests/cuda/peers_on_cpu.py runs this script at, on the CPU.
 
 Per layer and stream: RMSNorm with float32 statistics (HF style), q/k/v
 Linears, per-head q/k RMSNorm, rotary (bf16 cos/sin), keys/values
@@ -188,7 +191,11 @@ def main():
     parser.add_argument("--text", type=int, default=300)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--modes", default="dense,w8a16,w8a8")
+    parser.add_argument("--tiny", action="store_true")
     args = parser.parse_args()
+    if args.tiny:  # the model's width, read by every class above
+        global E, I, HQ, HKV
+        E, I, HQ, HKV = 512, 1536, 4, 2
     try:
         import torch
     except ImportError as error:
