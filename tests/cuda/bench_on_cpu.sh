@@ -3,7 +3,8 @@
 # SIMT emulator and the cuBLASLt model) at --tiny sizes, then its summary over
 # what they printed: every case runs and prints its record, every spot check
 # passes, the records carry the fields the summary reads, and the summary
-# makes its tables without a PyTorch peer; and the VAE decode benchmark of its
+# makes its tables without a PyTorch peer (a target with no peer figure is
+# n/a, one whose stepmix case failed is a MISS); and the VAE decode benchmark of its
 # optional step (bench_vae --device cuda) on the tiny Wan2.2 golden VAE.
 # Timings are not looked at.
 # $1 = bench_cuda_on_cpu, $2 = bench_cuda_forward_on_cpu, $3 = bench_vae_on_cpu, $4 = bench/, $5 = tests/data.
@@ -61,6 +62,27 @@ done
 grep -q "FAIL" "$tmp/summary.txt" && fail "a check failed"$'\n'"$(cat "$tmp/summary.txt")"
 /usr/bin/python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert len(s["linear"]) == 4 and s["checks"]' \
   "$tmp/summary.json" || fail "summary.json"
+# A target is n/a only where the peer's figure is missing: with a peer SDPA
+# figure and a stepmix flash case that failed, that target is a MISS.
+/usr/bin/python3 - "$tmp/stepmix.jsonl" "$tmp/failed.jsonl" "$tmp/peer.jsonl" <<'EOF' || fail "failed-case records"
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+with open(sys.argv[2], "w") as out:
+    for r in records:
+        if r.get("bench") == "attention" and r.get("variant") == "flash 16 rows/warp":
+            r = {k: r[k] for k in ("impl", "bench", "variant", "q_rows", "kv_rows", "causal")}
+            r["error"] = "a failed case"
+        out.write(json.dumps(r) + "\n")
+peer = {"impl": "torch", "bench": "attention", "variant": "SDPA default", "q_rows": 70, "kv_rows": 90,
+        "causal": False, "ms": 1e-6, "tflops": 1e3}  # beyond any CPU run
+open(sys.argv[3], "w").write(json.dumps(peer) + "\n")
+EOF
+/usr/bin/python3 "$bench_dir/cuda_summary.py" "$tmp/failed.jsonl" "$tmp/peer.jsonl" "$tmp/failed.json" \
+  >"$tmp/failed.txt" 2>"$tmp/err" || fail "cuda_summary.py with a failed case: $(cat "$tmp/err")"
+for line in "^  MISS attention flash 16 rows/warp >= 1.0x SDPA default: *-$" \
+  "^  MISS attention flash 32 rows/warp >= 1.0x SDPA default: " "^  stepmix  attention flash 16 rows/warp: a failed case"; do
+  grep -q -- "$line" "$tmp/failed.txt" || fail "summary with a failed case lacks $line"$'\n'"$(cat "$tmp/failed.txt")"
+done
 
 # What bench/cuda_vae_check.sh reads of bench_vae's line.
 golden="$data/golden/wan22-vae-tiny"
