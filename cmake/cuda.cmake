@@ -7,7 +7,8 @@
 # Hopper (sm_90a machine code) plus compute_90 PTX that newer GPUs can
 # compile at load time; everything else stays with the C++ compiler and its
 # flags (the asan preset's sanitizer flags are CMAKE_CXX_FLAGS and never reach
-# nvcc).
+# nvcc). The CUDA runtime is linked statically and cuBLASLt is opened at its
+# first use (src/kernels/cuda/CMakeLists.txt), so programs start without them.
 set(STEPMIX_CUDA AUTO CACHE STRING "CUDA backend: AUTO (when the toolkit is found), ON or OFF")
 set_property(CACHE STEPMIX_CUDA PROPERTY STRINGS AUTO ON OFF)
 string(TOUPPER "${STEPMIX_CUDA}" stepmix_cuda_mode)
@@ -25,7 +26,7 @@ if(NOT stepmix_cuda_mode STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES "90a-real;90-virtual")
     endif()
     if(NOT DEFINED CMAKE_CUDA_RUNTIME_LIBRARY)
-      set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+      set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
     endif()
     enable_language(CUDA)
     # The .cu files are C++20 like the rest (CUDA_STANDARD follows
@@ -40,7 +41,7 @@ if(NOT stepmix_cuda_mode STREQUAL "OFF")
       set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
     endif()
     find_package(CUDAToolkit)
-    if(CUDAToolkit_FOUND AND TARGET CUDA::cublasLt AND TARGET CUDA::cudart)
+    if(CUDAToolkit_FOUND AND TARGET CUDA::cublasLt AND TARGET CUDA::cudart_static)
       set(STEPMIX_CUDA_ENABLED ON)
     else()
       set(stepmix_cuda_missing "the CUDA toolkit's cudart/cuBLASLt libraries")

@@ -43,6 +43,16 @@ if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/e
   checks=$((checks + 1))
   [[ -s $tmp/x.safetensors ]] || fail "the cuda forward wrote no output"
   rm -f "$tmp/x.safetensors"
+  # cuBLASLt is opened there, not linked (the CPU build of the backend,
+  # STEPMIX_TEST_ON_CPU=1, runs on its model of the library instead).
+  if [[ ${STEPMIX_TEST_ON_CPU:-0} != 1 ]]; then
+    checks=$((checks + 1))
+    LD_DEBUG=files LD_DEBUG_OUTPUT="$tmp/ld-gpu" "$bin" "${forward[@]}" --device cuda --activations bf16 \
+      >/dev/null 2>"$tmp/err" || fail "the cuda forward under LD_DEBUG: $(cat "$tmp/err")"
+    cat "$tmp"/ld-gpu.* 2>/dev/null | grep -qE "file=[^ ]*libcublasLt\.so.*dynamically loaded by" ||
+      fail "the cuda forward did not open cuBLASLt with dlopen"
+  fi
+  rm -f "$tmp/x.safetensors"
   expect_error f32-on-cuda "--activations f32 is CPU-only; use --activations bf16 with --device cuda" \
     "${forward[@]}" --device cuda --activations f32
   STEPMIX_DEVICE=cuda expect_error f32-on-cuda-env "--activations f32 is CPU-only" "${forward[@]}"
@@ -104,6 +114,16 @@ else
 fi
 # The CPU stays the default, and --device says what it accepts.
 "$bin" "${forward[@]}" >/dev/null 2>"$tmp/err" || fail "default device: $(cat "$tmp/err")"
+# A CPU run maps no CUDA library (the runtime is linked statically, cuBLASLt
+# opened at the first GPU GEMM): the dynamic loader's log names every file it
+# maps.
+checks=$((checks + 1))
+LD_DEBUG=files LD_DEBUG_OUTPUT="$tmp/ld-cpu" "$bin" "${forward[@]}" --device cpu >/dev/null 2>"$tmp/err" ||
+  fail "forward --device cpu: $(cat "$tmp/err")"
+cat "$tmp"/ld-cpu.* >"$tmp/ld-cpu" 2>/dev/null
+grep -q "file=libc\.so" "$tmp/ld-cpu" || fail "LD_DEBUG=files logged nothing: $(head -c 300 "$tmp/ld-cpu")"
+! grep -qE "file=[^ ]*lib(cublas|cudart|cuda\.so)" "$tmp/ld-cpu" ||
+  fail "a CPU run loaded CUDA libraries: $(grep -E "file=[^ ]*lib(cublas|cudart|cuda\.so)" "$tmp/ld-cpu" | head -3)"
 expect_error bad-device "--device: expected cpu or cuda, got 'tpu'" "${forward[@]}" --device tpu
 
 finish device

@@ -5,13 +5,13 @@
 // (ld K) used transposed, B = x as K×M (ld K) used as is, and D = y as N×M
 // (ld N). That is the "TN" layout FP8 tensor-core kernels require, and the
 // bias (one value per output feature) is per row of D, as cuBLASLt wants it.
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <string>
 #include <unordered_map>
 
+#include "kernels/cuda/cublaslt_library.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/cuda/gemm_engine.hpp"
@@ -19,56 +19,60 @@
 namespace stepmix::cuda::detail {
 namespace {
 
-void check_cublas(cublasStatus_t status, const std::string& operation) {
+void check_cublas(const CublasLtLibrary& lt, cublasStatus_t status, const std::string& operation) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw Error("cuda", operation + ": " + cublasLtGetStatusName(status) + ": " + cublasLtGetStatusString(status));
+    throw Error("cuda",
+                operation + ": " + lt.cublasLtGetStatusName(status) + ": " + lt.cublasLtGetStatusString(status));
 }
 
 // Descriptors and the chosen algorithm of one key. Pointers (bias, scales)
 // are set per call on the descriptor.
 struct Plan {
+  const CublasLtLibrary& lt;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  Plan() = default;
+  explicit Plan(const CublasLtLibrary& library) : lt(library) {}
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
   ~Plan() {
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (d) lt.cublasLtMatrixLayoutDestroy(d);
+    if (b) lt.cublasLtMatrixLayoutDestroy(b);
+    if (a) lt.cublasLtMatrixLayoutDestroy(a);
+    if (desc) lt.cublasLtMatmulDescDestroy(desc);
   }
 };
 
 // Runs at every matmul (the pointers): the message is built only on failure.
 template <class T>
 void set_desc(const Plan& plan, cublasLtMatmulDescAttributes_t attribute, const T& value, const char* what) {
-  const cublasStatus_t status = cublasLtMatmulDescSetAttribute(plan.desc, attribute, &value, sizeof value);
+  const cublasStatus_t status = plan.lt.cublasLtMatmulDescSetAttribute(plan.desc, attribute, &value, sizeof value);
   if (status != CUBLAS_STATUS_SUCCESS)
-    check_cublas(status, std::string("cublasLtMatmulDescSetAttribute(") + what + ")");
+    check_cublas(plan.lt, status, std::string("cublasLtMatmulDescSetAttribute(") + what + ")");
 }
 
 class CublasLtEngine final : public GemmEngine {
  public:
+  explicit CublasLtEngine(const CublasLtLibrary& library) : lt(library) {}
+  const CublasLtLibrary& lt;
   cublasLtHandle_t handle = nullptr;
   DeviceBuffer workspace;
   std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> plans;
 
   ~CublasLtEngine() override {
-    if (handle) cublasLtDestroy(handle);
+    if (handle) lt.cublasLtDestroy(handle);
   }
 
   Plan& plan_for(const PlanKey& key, const Pointers& p) {
     auto found = plans.find(key);
     if (found != plans.end()) return *found->second;
     const std::string what = describe(key);
-    auto plan = std::make_unique<Plan>();
-    const cudaDataType_t operand = key.operands == Operands::E4M3 ? CUDA_R_8F_E4M3
-                                   : key.operands == Operands::F32  ? CUDA_R_32F
-                                                                    : CUDA_R_16BF;
+    auto plan = std::make_unique<Plan>(lt);
+    const cudaDataType_t operand = key.operands == Operands::E4M3  ? CUDA_R_8F_E4M3
+                                   : key.operands == Operands::F32 ? CUDA_R_32F
+                                                                   : CUDA_R_16BF;
     const cudaDataType_t output = key.f32_output ? CUDA_R_32F : CUDA_R_16BF;
-    check_cublas(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+    check_cublas(lt, lt.cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                  "cublasLtMatmulDescCreate (" + what + ")");
     set_desc(*plan, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(CUBLAS_OP_T), "TRANSA");
     set_desc(*plan, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(CUBLAS_OP_N), "TRANSB");
@@ -76,24 +80,27 @@ class CublasLtEngine final : public GemmEngine {
       set_desc(*plan, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_BIAS), "EPILOGUE");
       set_desc(*plan, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_16BF), "BIAS_DATA_TYPE");
     }
-    check_cublas(cublasLtMatrixLayoutCreate(&plan->a, operand, uint64_t(key.K), uint64_t(key.N),
-                                            key.ld_w ? key.ld_w : key.K),
-                 "cublasLtMatrixLayoutCreate(W, " + what + ")");
-    check_cublas(cublasLtMatrixLayoutCreate(&plan->b, operand, uint64_t(key.K), uint64_t(key.M), key.K),
+    check_cublas(
+        lt,
+        lt.cublasLtMatrixLayoutCreate(&plan->a, operand, uint64_t(key.K), uint64_t(key.N), key.ld_w ? key.ld_w : key.K),
+        "cublasLtMatrixLayoutCreate(W, " + what + ")");
+    check_cublas(lt, lt.cublasLtMatrixLayoutCreate(&plan->b, operand, uint64_t(key.K), uint64_t(key.M), key.K),
                  "cublasLtMatrixLayoutCreate(x, " + what + ")");
-    check_cublas(cublasLtMatrixLayoutCreate(&plan->d, output, uint64_t(key.N), uint64_t(key.M), key.N),
+    check_cublas(lt, lt.cublasLtMatrixLayoutCreate(&plan->d, output, uint64_t(key.N), uint64_t(key.M), key.N),
                  "cublasLtMatrixLayoutCreate(y, " + what + ")");
     set_pointers(*plan, key, p);
 
     cublasLtMatmulPreference_t preference = nullptr;
-    check_cublas(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
+    check_cublas(lt, lt.cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
     struct PreferenceGuard {
+      const CublasLtLibrary& lt;
       cublasLtMatmulPreference_t p;
-      ~PreferenceGuard() { cublasLtMatmulPreferenceDestroy(p); }
-    } guard{preference};
+      ~PreferenceGuard() { lt.cublasLtMatmulPreferenceDestroy(p); }
+    } guard{lt, preference};
     const uint64_t workspace_bytes = workspace.bytes();
-    check_cublas(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                      &workspace_bytes, sizeof workspace_bytes),
+    check_cublas(lt,
+                 lt.cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                         &workspace_bytes, sizeof workspace_bytes),
                  "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
     const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_w},
@@ -101,26 +108,27 @@ class CublasLtEngine final : public GemmEngine {
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_y},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_y}};
     for (const auto& [attribute, bytes] : alignments)
-      check_cublas(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof bytes),
+      check_cublas(lt, lt.cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof bytes),
                    "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
     // Split-K partial sums stay float32: the in-place and output-type
     // schemes would add them in the (bf16) output type.
     const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    check_cublas(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                      &reductions, sizeof reductions),
+    check_cublas(lt,
+                 lt.cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                         &reductions, sizeof reductions),
                  "cublasLtMatmulPreferenceSetAttribute(REDUCTION_SCHEME_MASK)");
 
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
-    const cublasStatus_t searched = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->d,
-                                                                   plan->d, preference, 1, &result, &returned);
+    const cublasStatus_t searched = lt.cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->d,
+                                                                      plan->d, preference, 1, &result, &returned);
     // No algorithm is NOT_SUPPORTED from the call itself, or none returned.
     if (searched != CUBLAS_STATUS_NOT_SUPPORTED)
-      check_cublas(searched, "cublasLtMatmulAlgoGetHeuristic (" + what + ")");
+      check_cublas(lt, searched, "cublasLtMatmulAlgoGetHeuristic (" + what + ")");
     if (searched == CUBLAS_STATUS_NOT_SUPPORTED || returned == 0)
       throw Error("cuda", "cublasLtMatmulAlgoGetHeuristic (" + what +
                               "): CUBLAS_STATUS_NOT_SUPPORTED: no cuBLASLt algorithm for this shape and alignment (" +
-                              cublasLtGetStatusString(searched) + ")");
+                              lt.cublasLtGetStatusString(searched) + ")");
     plan->algo = result.algo;
     return *plans.emplace(key, std::move(plan)).first->second;
   }
@@ -138,9 +146,9 @@ class CublasLtEngine final : public GemmEngine {
     set_pointers(plan, key, p);
     const float beta = 0.0f;
     const cublasStatus_t status =
-        cublasLtMatmul(handle, plan.desc, &alpha, p.w, plan.a, p.x, plan.b, &beta, p.y, plan.d, p.y, plan.d, &plan.algo,
-                       workspace.data(), workspace.bytes(), stream);
-    if (status != CUBLAS_STATUS_SUCCESS) check_cublas(status, "cublasLtMatmul (" + describe(key) + ")");
+        lt.cublasLtMatmul(handle, plan.desc, &alpha, p.w, plan.a, p.x, plan.b, &beta, p.y, plan.d, p.y, plan.d,
+                          &plan.algo, workspace.data(), workspace.bytes(), stream);
+    if (status != CUBLAS_STATUS_SUCCESS) check_cublas(lt, status, "cublasLtMatmul (" + describe(key) + ")");
   }
 
   std::size_t cached_plans() const override { return plans.size(); }
@@ -149,11 +157,13 @@ class CublasLtEngine final : public GemmEngine {
 }  // namespace
 
 std::unique_ptr<GemmEngine> make_gemm_engine(std::size_t workspace_bytes) {
-  auto engine = std::make_unique<CublasLtEngine>();
   // The workspace first: without a usable device its cudaMalloc says why,
-  // where cublasLtCreate would only say NOT_INITIALIZED (and leak).
-  engine->workspace = DeviceBuffer(workspace_bytes);
-  check_cublas(cublasLtCreate(&engine->handle), "cublasLtCreate");
+  // where cublasLtCreate would only say NOT_INITIALIZED (and leak). Then
+  // the library, opened at this first use (cublaslt_library.hpp).
+  DeviceBuffer workspace(workspace_bytes);
+  auto engine = std::make_unique<CublasLtEngine>(cublaslt());
+  engine->workspace = std::move(workspace);
+  check_cublas(engine->lt, engine->lt.cublasLtCreate(&engine->handle), "cublasLtCreate");
   return engine;
 }
 

@@ -9,7 +9,6 @@
 //   pointers (D = scaleA · scaleB · A·B) and a bf16 bias added per row of D;
 //   on Hopper no algorithm runs it in another format;
 // - an attribute set with the wrong size is CUBLAS_STATUS_INVALID_VALUE.
-#include <cublasLt.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +17,7 @@
 
 #include "core/numerics.hpp"
 #include "cuda/cuda_test_util.hpp"
+#include "kernels/cuda/cublaslt_library.hpp"
 
 namespace stepmix::test {
 namespace {
@@ -28,10 +28,11 @@ class CublasLtRules : public CudaTest {
     CudaTest::SetUp();
     if (IsSkipped()) return;
     workspace = cuda::DeviceBuffer(std::size_t(4) << 20);
-    ASSERT_EQ(cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
+    lt = &cuda::detail::cublaslt();
+    ASSERT_EQ(lt->cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
   }
   void TearDown() override {
-    if (handle) cublasLtDestroy(handle);
+    if (handle) lt->cublasLtDestroy(handle);
   }
 
   // One product: A and B with their types, shapes as stored (column-major)
@@ -48,13 +49,13 @@ class CublasLtRules : public CudaTest {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
     cublasLtMatmulPreference_t preference = nullptr;
-    cublasStatus_t s = cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasStatus_t s = lt->cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     // Each call only while all before it succeeded.
     auto step = [&](auto call) {
       if (s == CUBLAS_STATUS_SUCCESS) s = call();
     };
     auto set = [&](cublasLtMatmulDescAttributes_t attribute, const auto& value) {
-      step([&] { return cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value); });
+      step([&] { return lt->cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value); });
     };
     set(CUBLASLT_MATMUL_DESC_TRANSA, p.transa);
     set(CUBLASLT_MATMUL_DESC_TRANSB, p.transb);
@@ -70,34 +71,35 @@ class CublasLtRules : public CudaTest {
     // Stored shapes: op(A) is m × k, op(B) k × n.
     const bool ta = p.transa == CUBLAS_OP_T, tb = p.transb == CUBLAS_OP_T;
     const uint64_t a_rows = ta ? p.k : p.m, a_cols = ta ? p.m : p.k, b_rows = tb ? p.n : p.k, b_cols = tb ? p.k : p.n;
-    step([&] { return cublasLtMatrixLayoutCreate(&la, p.operands, a_rows, a_cols, int64_t(a_rows)); });
-    step([&] { return cublasLtMatrixLayoutCreate(&lb, p.operands, b_rows, b_cols, int64_t(b_rows)); });
-    step([&] { return cublasLtMatrixLayoutCreate(&ld, p.output, p.m, p.n, p.m); });
-    step([&] { return cublasLtMatmulPreferenceCreate(&preference); });
+    step([&] { return lt->cublasLtMatrixLayoutCreate(&la, p.operands, a_rows, a_cols, int64_t(a_rows)); });
+    step([&] { return lt->cublasLtMatrixLayoutCreate(&lb, p.operands, b_rows, b_cols, int64_t(b_rows)); });
+    step([&] { return lt->cublasLtMatrixLayoutCreate(&ld, p.output, p.m, p.n, p.m); });
+    step([&] { return lt->cublasLtMatmulPreferenceCreate(&preference); });
     const uint64_t workspace_bytes = workspace.bytes();
     step([&] {
-      return cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                  &workspace_bytes, sizeof workspace_bytes);
+      return lt->cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &workspace_bytes, sizeof workspace_bytes);
     });
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
     step([&] {
-      return cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, ld, ld, preference, 1, &result, &returned);
+      return lt->cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, ld, ld, preference, 1, &result, &returned);
     });
     if (s == CUBLAS_STATUS_SUCCESS && returned == 0) s = CUBLAS_STATUS_NOT_SUPPORTED;
     const float alpha = 1.0f, beta = 0.0f;
     step([&] {
-      return cublasLtMatmul(handle, desc, &alpha, p.a, la, p.b, lb, &beta, p.d, ld, p.d, ld, &result.algo,
-                            workspace.data(), workspace.bytes(), nullptr);
+      return lt->cublasLtMatmul(handle, desc, &alpha, p.a, la, p.b, lb, &beta, p.d, ld, p.d, ld, &result.algo,
+                                workspace.data(), workspace.bytes(), nullptr);
     });
     cuda::synchronize(nullptr);
-    if (preference) cublasLtMatmulPreferenceDestroy(preference);
+    if (preference) lt->cublasLtMatmulPreferenceDestroy(preference);
     for (cublasLtMatrixLayout_t l : {la, lb, ld})
-      if (l) cublasLtMatrixLayoutDestroy(l);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+      if (l) lt->cublasLtMatrixLayoutDestroy(l);
+    if (desc) lt->cublasLtMatmulDescDestroy(desc);
     return s;
   }
 
+  const cuda::detail::CublasLtLibrary* lt = nullptr;  // opened as the backend opens it
   cublasLtHandle_t handle = nullptr;
   cuda::DeviceBuffer workspace;
 };
@@ -170,20 +172,21 @@ TEST_F(CublasLtRules, Fp8RunsInTheTnFormatWithDeviceScalesAndARowBias) {
 
 TEST_F(CublasLtRules, AnAttributeOfTheWrongSizeIsAnInvalidValue) {
   cublasLtMatmulDesc_t desc = nullptr;
-  ASSERT_EQ(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(lt->cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
   const int64_t wide = CUBLAS_OP_T;
-  EXPECT_EQ(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &wide, sizeof wide),
+  EXPECT_EQ(lt->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &wide, sizeof wide),
             CUBLAS_STATUS_INVALID_VALUE);
   const int32_t op = CUBLAS_OP_T;
-  EXPECT_EQ(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op, sizeof op), CUBLAS_STATUS_SUCCESS);
-  cublasLtMatmulDescDestroy(desc);
+  EXPECT_EQ(lt->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op, sizeof op),
+            CUBLAS_STATUS_SUCCESS);
+  lt->cublasLtMatmulDescDestroy(desc);
   cublasLtMatmulPreference_t preference = nullptr;
-  ASSERT_EQ(cublasLtMatmulPreferenceCreate(&preference), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(lt->cublasLtMatmulPreferenceCreate(&preference), CUBLAS_STATUS_SUCCESS);
   const uint32_t narrow = 1024;
-  EXPECT_EQ(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &narrow,
-                                                 sizeof narrow),
+  EXPECT_EQ(lt->cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &narrow,
+                                                     sizeof narrow),
             CUBLAS_STATUS_INVALID_VALUE);
-  cublasLtMatmulPreferenceDestroy(preference);
+  lt->cublasLtMatmulPreferenceDestroy(preference);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/numerics.hpp"
+#include "kernels/cuda/cublaslt_library.hpp"
 
 namespace stepmix::cuda::detail {
 bool in_device_memory(const void* p, std::size_t bytes);  // device_on_cpu.cpp
@@ -389,4 +390,20 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         static_cast<uint16_t*>(D)[at] = stepmix::float_to_bf16_rne(v);
     }
   return ok();
+}
+
+// The backend opens cuBLASLt at its first GEMM engine
+// (src/kernels/cuda/cublaslt_library.hpp); on the CPU its table holds this
+// model of the library.
+
+const stepmix::cuda::detail::CublasLtLibrary& stepmix::cuda::detail::cublaslt() {
+  static const CublasLtLibrary library = [] {
+    CublasLtLibrary model;
+#define STEPMIX_CUBLASLT_BIND(name) model.name = &::name;
+    STEPMIX_CUBLASLT_ENTRY_POINTS(STEPMIX_CUBLASLT_BIND)
+#undef STEPMIX_CUBLASLT_BIND
+    model.path = "the CPU model of cuBLASLt (tests/cuda/on_cpu/cublaslt_on_cpu.cpp)";
+    return model;
+  }();
+  return library;
 }
