@@ -85,6 +85,14 @@ QuantizationInfo classify_quantization(const nlohmann::json& transformer_config,
 // Throws unless the checkpoint is BF16 or ModelOpt FP8 (the loader's gate).
 void require_supported_quantization(const QuantizationInfo& quant, const std::string& config_path);
 
+// Throws unless the weights are what the declaration says: F8_E4M3 governed
+// Linears (`fp8_modules`, e.g. "layers.0.self_attn.to_q") exactly when it
+// declares ModelOpt FP8, and none of them among the modules it keeps in BF16
+// (`ignore` globs, `modules_to_not_convert` substrings). `weights_folder`
+// and `config_path` name the two sides in the message.
+void require_weights_match_quantization(const QuantizationInfo& quant, const std::vector<std::string>& fp8_modules,
+                                        const std::string& weights_folder, const std::string& config_path);
+
 // hf_quant_config.json at the checkpoint root is never a policy source (§1):
 // returns one warning per reason to ignore something in it (a runtime key).
 std::vector<std::string> root_quant_config_warnings(const nlohmann::json& hf_quant_config, const std::string& path);

@@ -152,7 +152,7 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
   outputs.add_input("--prompts", opt.prompts_file);
   outputs.add_input("--model", opt.model_dir);
   if (opt.reference_dir) outputs.add_input("--reference", *opt.reference_dir);
-  const OutputSet::Id report_folder = outputs.add_folder("--out", opt.out_dir, opt.force);
+  const OutputSet::Id report_folder = outputs.add_folder("--out", opt.out_dir, opt.force, "--force");
   outputs.validate();
 
   const auto start = std::chrono::steady_clock::now();

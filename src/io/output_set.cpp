@@ -106,6 +106,7 @@ struct OutputSet::Output {
   std::string label, path;
   Kind kind = Kind::File;
   bool replace_allowed = false;
+  std::string replace_option;  // the option that allows it, for the message
   // Set by validate().
   std::string resolved, folder, name;
   Action action = Action::Create;
@@ -158,10 +159,12 @@ OutputSet::Id OutputSet::add_file(const std::string& label, const std::string& p
   return outputs_.size() - 1;
 }
 
-OutputSet::Id OutputSet::add_folder(const std::string& label, const std::string& path, bool replace) {
+OutputSet::Id OutputSet::add_folder(const std::string& label, const std::string& path, bool replace,
+                                    const std::string& replace_option) {
   const Id id = add_file(label, path);
   outputs_[id]->kind = Kind::Folder;
   outputs_[id]->replace_allowed = replace;
+  outputs_[id]->replace_option = replace_option;
   return id;
 }
 
@@ -253,7 +256,11 @@ void OutputSet::validate() {
                               "it may write");
     } else if (S_ISDIR(o.old_mode) && folder_output) {
       if (!o.replace_allowed)
-        fail(o.label, o.path, "exists; only a folder stepmix wrote can be replaced, and only when asked to (--force)");
+        fail(o.label, o.path,
+             o.replace_option.empty()
+                 ? "exists; expected a path that does not exist (this folder is always written new)"
+                 : "exists; only a folder stepmix wrote can be replaced, and only when asked to (" + o.replace_option +
+                       ")");
       check_replaceable_folder(o.label, o.path, o.resolved);
       o.action = Action::Replace;
     } else {

@@ -71,7 +71,10 @@ class OutputSet {
   // A file output. `label` names it in messages ("--out"; may be empty).
   Id add_file(const std::string& label, const std::string& path);
   // A folder output; `replace` allows replacing a folder stepmix wrote.
-  Id add_folder(const std::string& label, const std::string& path, bool replace);
+  // `replace_option` is the option that sets it ("--force"), named when an
+  // existing folder is refused; empty for a command that never replaces.
+  Id add_folder(const std::string& label, const std::string& path, bool replace,
+                const std::string& replace_option = "");
 
   // Checks every output against the rules above. Call before any work.
   void validate();

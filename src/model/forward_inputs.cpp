@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/non_finite.hpp"
 #include "io/safetensors.hpp"
 #include "stepmix/error.hpp"
 
@@ -87,6 +88,17 @@ ForwardGeometry resolve_forward_geometry(const ForwardInputs& in, const Cosmos3C
   return g;
 }
 
+namespace {
+
+// A NaN or Inf in an input makes every output NaN; refuse it by name instead.
+void require_finite(const SafetensorsFile& file, const char* name, const std::vector<float>& values) {
+  if (const auto bad = first_non_finite(values.data(), values.size()))
+    throw Error("model", file.path() + ": tensor '" + name + "' holds a non-finite value at element " +
+                             std::to_string(*bad) + "; expected finite numbers");
+}
+
+}  // namespace
+
 ForwardInputs read_forward_inputs(const SafetensorsFile& file) {
   ForwardInputs in;
   in.input_ids = read_integers(file, require(file, "input_ids"));
@@ -95,9 +107,12 @@ ForwardInputs read_forward_inputs(const SafetensorsFile& file) {
     throw Error("model",
                 file.path() + ": position_ids has shape " + shape_to_string(positions.shape) + ", expected [3, S]");
   in.position_ids = read_floats(file, positions);
+  require_finite(file, "position_ids", in.position_ids);
   const TensorView& latent = require(file, "vision_latent");
   in.latent = HostTensor{latent.shape, read_floats(file, latent)};
+  require_finite(file, "vision_latent", in.latent.data);
   in.timesteps = read_floats(file, require(file, "vision_timesteps"));
+  require_finite(file, "vision_timesteps", in.timesteps);
   const std::vector<int64_t> und_len = read_integers(file, require(file, "und_len"));
   if (und_len.size() != 1 || und_len[0] != int64_t(in.input_ids.size()))
     throw Error("model", file.path() + ": und_len must be one value equal to the " +

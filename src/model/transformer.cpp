@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stepmix/error.hpp"
+#include "stepmix/policy.hpp"
 
 namespace stepmix {
 
@@ -30,6 +31,9 @@ Cosmos3Transformer Cosmos3Transformer::load(const TensorStore& store, const nloh
                                             const std::string& config_path, WeightCache cache, Backend& backend) {
   ParsedCosmos3Config parsed = parse_cosmos3_config(config, config_path);
   Cosmos3Weights weights = load_cosmos3_weights(store, parsed.config, cache);
+  const QuantizationInfo quant = classify_quantization(config, config_path);
+  require_supported_quantization(quant, config_path);
+  require_weights_match_quantization(quant, weights.fp8_modules, store.folder(), config_path);
   return Cosmos3Transformer(std::move(parsed.config), std::move(parsed.warnings), std::move(weights), backend);
 }
 

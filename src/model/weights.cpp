@@ -68,12 +68,14 @@ class WeightBinder {
            (tower ? "F8_E4M3, BF16 or F32" : "BF16 or F32"));
     }
     if (has_bias) w.bias = float_tensor(module + ".bias", {{expected.dims[0]}, "[out_features]"});
+    if (fp8) fp8_modules_.push_back(module);
     if (tower == Tower::Generation) ++(fp8 ? governed_.generation_fp8 : governed_.generation_dense);
     if (tower == Tower::Reasoner) ++(fp8 ? governed_.reasoner_fp8 : governed_.reasoner_dense);
     return Linear(std::move(w), cache_);
   }
 
   const GovernedCounts& governed() const { return governed_; }
+  const std::vector<std::string>& fp8_modules() const { return fp8_modules_; }
 
   // Every tensor must be bound by now, apart from the text head. A tensor
   // nothing reads means the checkpoint and the config disagree (a layer
@@ -86,6 +88,9 @@ class WeightBinder {
       if (head->shape != std::vector<int64_t>{c.vocab_size, c.hidden_size})
         fail("tensor 'lm_head.weight' has shape " + shape_to_string(head->shape) + ", expected " +
              shape_to_string({c.vocab_size, c.hidden_size}) + " [vocab_size, hidden_size]");
+      if (head->dtype != DType::BF16 && head->dtype != DType::F32)
+        fail("tensor 'lm_head.weight' is " + std::string(dtype_name(head->dtype)) +
+             ", expected BF16 or F32 (the text head is never quantized)");
       used_.insert("lm_head.weight");
     }
     std::vector<std::string> unused;
@@ -132,6 +137,7 @@ class WeightBinder {
   const TensorStore& store_;
   WeightCache cache_;
   GovernedCounts governed_;
+  std::vector<std::string> fp8_modules_;
   std::set<std::string> used_;  // canonical names bound so far
 };
 
@@ -210,6 +216,7 @@ Cosmos3Weights load_cosmos3_weights(const TensorStore& store, const Cosmos3Confi
       b.linear("time_embedder.linear_1", {{E, 256}, "[hidden_size, 256]"}, true),
       b.linear("time_embedder.linear_2", {{E, E}, "[hidden_size, hidden_size]"}, true),
       b.governed(),
+      b.fp8_modules(),
       store.files(),
   };
   b.require_every_tensor_used(c);

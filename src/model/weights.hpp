@@ -48,6 +48,7 @@ struct Cosmos3Weights {
   Linear time_linear_1;                   // [E, 256] + bias
   Linear time_linear_2;                   // [E, E] + bias
   GovernedCounts governed;                // per tower, FP8 vs 16-bit
+  std::vector<std::string> fp8_modules;   // the governed Linears stored F8_E4M3, in load order
   // Keeps the mapped files alive as long as the views above.
   std::vector<std::shared_ptr<const SafetensorsFile>> files;
 

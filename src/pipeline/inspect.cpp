@@ -53,12 +53,10 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
   const ResolvedPolicy policy = resolve_policy(dir.config, dir.config_path, overrides);
   const TensorStore store = TensorStore::open_folder(dir.transformer_dir);
   const GovernedDiscovery governed = discover_governed_linears(store);
-  if (quant.kind == QuantizationKind::ModelOptFp8 && !governed.has_fp8())
-    throw Error("quant", store.folder() + ": quantization_config declares ModelOpt FP8 but no governed Linear has an "
-                                          "F8_E4M3 weight");
-  if (quant.kind == QuantizationKind::None && governed.has_fp8())
-    throw Error("quant", store.folder() + ": F8_E4M3 weights but " + dir.config_path +
-                             " has no quantization_config (expected quant_method \"modelopt\", quant_algo \"FP8\")");
+  std::vector<std::string> fp8_modules;
+  for (const GovernedLinear& l : governed.linears)
+    if (l.fp8) fp8_modules.push_back(l.module);
+  require_weights_match_quantization(quant, fp8_modules, store.folder(), dir.config_path);
   check_governed_counts(policy, governed.counts, dir.transformer_dir);
   // The checks a run makes at load time (config, every tensor bound, scale
   // ranges, no unused tensor), then every weight scanned for NaN/Inf.

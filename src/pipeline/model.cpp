@@ -413,6 +413,12 @@ std::vector<NamedTensor> Model::forward_file(const std::string& inputs_path,
   HostTensor velocity = t.forward(inputs, {p, p, impl_->options.activations, dump_hidden ? &debug : nullptr});
   std::vector<NamedTensor> out{{"velocity", std::move(velocity.shape), std::move(velocity.data)}};
   for (auto& [name, tensor] : debug.tensors) out.push_back({name, std::move(tensor.shape), std::move(tensor.data)});
+  // Finite inputs and checked weights can still overflow (activations past
+  // the float range): such a result is refused, never written.
+  for (const NamedTensor& t : out)
+    if (const auto bad = first_non_finite(t.data.data(), t.data.size()))
+      throw Error("forward", "the forward of " + inputs_path + " made tensor '" + t.name +
+                                 "' non-finite (element " + std::to_string(*bad) + "); nothing was written");
   return out;
 }
 

@@ -164,7 +164,9 @@ PromptGeometry prompt_geometry_for(const GeometryRequest& r, const std::array<in
 text::PromptModel& PromptEncoder::model() {
   if (!model_) {
     if (!dir_.tokenizer_path)
-      throw Error("generate", dir_.root + " has no text_tokenizer/tokenizer.json; pass token ids with --prompt-ids");
+      throw Error("prompt", dir_.root +
+                                " has no text_tokenizer/tokenizer.json to encode a text prompt; give token ids instead "
+                                "(--prompt-ids and --negative-prompt-ids, or ids:1,2,3 lines in a prompts file)");
     model_ = text::PromptModel::open(dir_.root);
   }
   return *model_;

@@ -252,6 +252,9 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
   const GeometryRequest geometry{r.latent_shape, r.height, r.width, r.frames};
   c.latent_shape = latent_shape_for(geometry, dir, channels, defaults);
   const PromptGeometry prompt_geometry = prompt_geometry_for(geometry, c.latent_shape, dir, r.fps, r.use_system_prompt);
+  if (!encoder.has_tokenizer() && !r.negative_prompt_ids)
+    throw Error("quantize", dir.root + " has no text_tokenizer/tokenizer.json: give the unconditional prefix with "
+                                       "--negative-prompt-ids and the calibration prompts as ids:1,2,3 lines");
   c.prompts = read_calibration_prompts(prompts_file, encoder, prompt_geometry);
   c.negative_prompt = r.negative_prompt_ids
                           ? *r.negative_prompt_ids

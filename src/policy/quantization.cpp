@@ -2,6 +2,8 @@
 // §3.1, §3.2).
 // stepmix executes BF16 and serialised tensorwise ModelOpt FP8 only; every
 // other declaration is Unsupported, with a reason naming field and value.
+#include <fnmatch.h>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -149,6 +151,29 @@ void require_supported_quantization(const QuantizationInfo& quant, const std::st
   throw Error(policy_detail::kComponent,
               config_path + ": checkpoint quantization not supported (stepmix runs BF16 and ModelOpt FP8 only): " +
                   quant.reason);
+}
+
+void require_weights_match_quantization(const QuantizationInfo& quant, const std::vector<std::string>& fp8_modules,
+                                        const std::string& weights_folder, const std::string& config_path) {
+  const auto fail = [&](const std::string& message) { throw Error(policy_detail::kComponent, message); };
+  if (quant.kind == QuantizationKind::None && !fp8_modules.empty())
+    fail(weights_folder + ": F8_E4M3 weights (" + fp8_modules.front() + ", ...) but " + config_path +
+         " has no quantization_config (expected quant_method \"modelopt\", quant_algo \"FP8\")");
+  if (quant.kind == QuantizationKind::ModelOptFp8 && fp8_modules.empty())
+    fail(weights_folder + ": " + config_path +
+         " quantization_config declares ModelOpt FP8 but no governed Linear has an F8_E4M3 weight");
+  // ModelOpt matches its ignore list with fnmatch (a '*' also crosses dots).
+  for (const std::string& module : fp8_modules) {
+    for (const std::string& glob : quant.ignore)
+      if (::fnmatch(glob.c_str(), module.c_str(), 0) == 0)
+        fail(config_path + ": " + field("ignore") + ": '" + glob + "' keeps " + module + " in BF16, but " +
+             weights_folder + " stores its weight as F8_E4M3; the declaration and the weights must agree");
+    for (const std::string& part : quant.modules_to_not_convert)
+      if (!part.empty() && module.find(part) != std::string::npos)
+        fail(config_path + ": " + field("modules_to_not_convert") + ": '" + part + "' keeps " + module +
+             " in BF16, but " + weights_folder + " stores its weight as F8_E4M3; the declaration and the weights "
+             "must agree");
+  }
 }
 
 std::vector<std::string> root_quant_config_warnings(const json& hf_quant_config, const std::string& path) {

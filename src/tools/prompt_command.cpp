@@ -21,9 +21,9 @@ void add_prompt_command(CLI::App& app) {
   CLI::Option* jsonl = cmd->add_option("--jsonl", opt->jsonl, "Requests, one JSON object per line ('-': standard input)");
   const std::vector<CLI::Option*> request = {
       cmd->add_option("-p,--prompt", opt->prompt, "Prompt text"),
-      cmd->add_option("--negative-prompt", opt->negative_prompt, "Negative prompt (default: empty)"),
-      cmd->add_option("--height", opt->height, "Height in pixels (default: 720 for videos, 1024 for images)"),
-      cmd->add_option("--width", opt->width, "Width in pixels (default: 1280 for videos, 1024 for images)"),
+      cmd->add_option("-n,--negative-prompt", opt->negative_prompt, "Negative prompt (default: empty)"),
+      cmd->add_option("-H,--height", opt->height, "Height in pixels (default: 720 for videos, 1024 for images)"),
+      cmd->add_option("-W,--width", opt->width, "Width in pixels (default: 1280 for videos, 1024 for images)"),
       cmd->add_option("--frames", opt->frames, "Number of frames (1 = image)")->default_val(189),
       cmd->add_option("--fps", opt->fps, "Frames per second of the duration sentence")->default_val(24.0),
       cmd->add_flag("--no-system-prompt", opt->no_system_prompt, "No system message (default: model_index.json's "

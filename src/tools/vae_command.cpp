@@ -62,7 +62,7 @@ void add_vae_command(CLI::App& app) {
     add_common(*cmd, *o);
     cmd->add_option("--latent", o->decode.latent, "safetensors file with the F32 tensor 'latent' (normalised, as generated)")
         ->required();
-    cmd->add_option("--out", o->decode.out,
+    cmd->add_option("-o,--out", o->decode.out,
                     ".safetensors (tensor 'pixels' F32 [1,3,F,H,W]), .png (an image, or the frames side by side) or .mp4 (H.264)");
     cmd->add_option("--fps", o->decode.fps, "Frame rate of an .mp4 output")->default_val(24.0);
     cmd->add_option("--frames-dir", o->decode.frames_dir, "Also write every frame as DIR/frame_00000.png, ... (a new folder)");
@@ -78,7 +78,7 @@ void add_vae_command(CLI::App& app) {
     CLI::Option* pixels = cmd->add_option("--pixels", o->encode.pixels, "safetensors file with the F32 tensor 'pixels' in [-1, 1]");
     CLI::Option* image = cmd->add_option("--image", o->encode.image, "PNG image, width and height multiples of 16");
     pixels->excludes(image);
-    cmd->add_option("--out", o->encode.out, ".safetensors file: tensors 'latent' (normalised) and 'mu' (posterior mean)")
+    cmd->add_option("-o,--out", o->encode.out, ".safetensors file: tensors 'latent' (normalised) and 'mu' (posterior mean)")
         ->required();
     cmd->callback([o] {
       o->encode.run = o->run("encode");

@@ -306,7 +306,7 @@ TEST_F(OutputSetTest, FolderOutputsAreMarkedAndOnlyMarkedFoldersAreReplaced) {
   const fs::path report = dir_ / "report";
   auto write_report = [&](const std::string& text, bool replace) {
     OutputSet set;
-    const auto id = set.add_folder("--out", report.string(), replace);
+    const auto id = set.add_folder("--out", report.string(), replace, "--force");
     set.validate();
     const fs::path tmp = set.stage_folder(id);
     std::ofstream(tmp / "report.md") << text;
@@ -318,8 +318,16 @@ TEST_F(OutputSetTest, FolderOutputsAreMarkedAndOnlyMarkedFoldersAreReplaced) {
   EXPECT_EQ(read(report / "report.md"), "first");
   EXPECT_EQ(read(report / kOutputFolderMarker), std::string(kOutputFolderMarkerHeader) + "\nimages\nreport.md\n");
   // Existing: refused unless replacing is asked for.
-  EXPECT_NE(error_of([&] { write_report("second", false); }).find("exists; only a folder stepmix wrote can be replaced"),
+  EXPECT_NE(error_of([&] { write_report("second", false); })
+                .find("exists; only a folder stepmix wrote can be replaced, and only when asked to (--force)"),
             std::string::npos);
+  {  // A command without a replacing option does not suggest one.
+    OutputSet set;
+    set.add_folder("--frames-dir", report.string(), false);
+    const std::string e = error_of([&] { set.validate(); });
+    EXPECT_NE(e.find("exists; expected a path that does not exist"), std::string::npos) << e;
+    EXPECT_EQ(e.find("--force"), std::string::npos) << e;
+  }
   write_report("second", true);
   EXPECT_EQ(read(report / "report.md"), "second");
   EXPECT_EQ(entries(), std::vector<std::string>{"report"});  // the old one is gone, nothing aside

@@ -94,6 +94,32 @@ TEST_F(HostileCheckpointTest, AbsurdScalesAreRefusedLikeNonFiniteOnes) {
   EXPECT_EQ(load_error(fp8_copy(scale, 0x1p-64f)), "");
 }
 
+// The declaration and the weights must agree for a run as for inspect: FP8
+// weights without a quantization_config, or on a module the declaration keeps
+// in BF16, used to run anyway.
+TEST_F(HostileCheckpointTest, QuantizationDeclarationMustMatchTheWeights) {
+  std::string dir = fp8_copy("", 0, [](json& c) { c.erase("quantization_config"); });
+  std::string e = load_error(dir);
+  EXPECT_NE(e.find(dir + ": F8_E4M3 weights (layers.0.self_attn.to_q, ...) but "), std::string::npos) << e;
+  EXPECT_NE(e.find("has no quantization_config"), std::string::npos) << e;
+  fs::remove_all(dir_);
+  dir = fp8_copy("", 0, [](json& c) { c["quantization_config"]["ignore"].push_back("layers.*"); });
+  e = load_error(dir);
+  EXPECT_NE(e.find("quantization_config.ignore: 'layers.*' keeps layers.0.self_attn.to_q in BF16, but " + dir +
+                   " stores its weight as F8_E4M3"),
+            std::string::npos)
+      << e;
+  fs::remove_all(dir_);
+  dir = fp8_copy("", 0, [](json& c) { c["quantization_config"]["modules_to_not_convert"] = {"visual", "mlp_moe_gen"}; });
+  e = load_error(dir);
+  EXPECT_NE(e.find("quantization_config.modules_to_not_convert: 'mlp_moe_gen' keeps layers.0.mlp_moe_gen."),
+            std::string::npos)
+      << e;
+  fs::remove_all(dir_);
+  // Globs that name no FP8 module are fine (the shipped list).
+  EXPECT_EQ(load_error(fp8_copy("", 0, [](json& c) { c["quantization_config"]["ignore"].push_back("*lm_head*"); })), "");
+}
+
 // A tensor no module reads means the file and the config describe different
 // models; it used to be ignored.
 class UnusedTensorTest : public TempDirTest {
@@ -153,6 +179,15 @@ TEST_F(UnusedTensorTest, TheTextHeadIsAcceptedButShapeChecked) {
   EXPECT_NE(e.find("tensor 'lm_head.weight' has shape [64, 96], expected [96, 64] [vocab_size, hidden_size]"),
             std::string::npos)
       << e;
+  fs::remove_all(dir_);
+  // The text head is never quantized: F8_E4M3 codes there (one byte each) are refused.
+  const std::string fp8 = load_error_with([](auto& ts) {
+    TensorToWrite* head = find_tensor(ts, "lm_head.weight");
+    ASSERT_NE(head, nullptr);
+    head->dtype = DType::F8_E4M3;
+    head->bytes.resize(head->bytes.size() / 2);
+  });
+  EXPECT_NE(fp8.find("tensor 'lm_head.weight' is F8_E4M3, expected BF16 or F32"), std::string::npos) << fp8;
 }
 
 }  // namespace

@@ -75,6 +75,34 @@ expect_error missing-inputs "cannot open" \
   forward --model "$golden/transformer" --inputs "$tmp/none.safetensors" --out "$tmp/x.safetensors"
 expect_error not-inputs "missing tensor 'input_ids'" \
   forward --model "$golden/transformer" --inputs "$golden/fp8/e4m3_vectors.safetensors" --out "$tmp/x.safetensors"
+
+# Non-finite inputs are refused by name; a non-finite result (here from a NaN
+# norm weight, which only --check-tensors scans for) is never written.
+/usr/bin/python3 - "$case_file" "$golden/transformer" "$tmp" <<'PY' || fail "could not build the non-finite cases"
+import json, shutil, struct, sys
+case, model, tmp = sys.argv[1:4]
+
+def poison(src, dst, name, index):
+    data = bytearray(open(src, "rb").read())
+    n = struct.unpack("<Q", data[:8])[0]
+    entry = json.loads(data[8:8 + n])[name]
+    width = {"F32": 4, "BF16": 2}[entry["dtype"]]
+    at = 8 + n + entry["data_offsets"][0] + index * width
+    data[at:at + width] = b"\x00\x00\xc0\x7f"[-width:]  # a quiet NaN, little-endian
+    open(dst, "wb").write(bytes(data))
+
+poison(case, tmp + "/nan_latent.safetensors", "vision_latent", 5)
+poison(case, tmp + "/nan_positions.safetensors", "position_ids", 0)
+shutil.copytree(model, tmp + "/nan_model")
+st = tmp + "/nan_model/diffusion_pytorch_model.safetensors"
+poison(st, st, "norm_moe_gen.weight", 0)
+PY
+expect_rejected nan-latent "$tmp/nan_latent.safetensors: tensor 'vision_latent'" "non-finite value at element 5" \
+  forward --model "$golden/transformer" --inputs "$tmp/nan_latent.safetensors" --out "$tmp/x.safetensors"
+expect_rejected nan-positions "tensor 'position_ids'" "non-finite value at element 0" \
+  forward --model "$golden/transformer" --inputs "$tmp/nan_positions.safetensors" --out "$tmp/x.safetensors"
+expect_rejected nan-result "made tensor 'velocity' non-finite" "nothing was written" \
+  forward --model "$tmp/nan_model" --inputs "$case_file" --out "$tmp/x.safetensors"
 [[ ! -e $tmp/x.safetensors ]] || fail "a failed run left an output file"
 
 finish forward

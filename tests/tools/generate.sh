@@ -86,7 +86,7 @@ expect_error negative_steps "--steps" generate "${common[@]}" --steps -3
 expect_error bad_activations "--activations: expected f32 or bf16" generate "${common[@]}" --activations fp16
 expect_error bad_weight_cache "--weight-cache: expected none or all" generate "${common[@]}" --weight-cache some
 expect_error missing_prompt "a prompt is required" generate --model "$g/transformer-fp8" --latent-shape 4,1,6,8
-expect_error no_tokenizer "pass token ids with --prompt-ids" generate --model "$g/transformer-fp8" --prompt "a boot" \
+expect_error no_tokenizer "give token ids instead (--prompt-ids" generate --model "$g/transformer-fp8" --prompt "a boot" \
   --latent-shape 4,1,6,8
 expect_error bad_shape "--latent-shape" generate "${common[@]}" --latent-shape 3,1,6,8
 expect_error bad_ids "--prompt-ids" generate --model "$g/transformer-fp8" --prompt-ids 1,x --latent-shape 4,1,6,8

@@ -24,6 +24,7 @@ PY
 
 expect_ok trace35 "trace: W8A16x3 / W8A8x29 / W8A16x3" inspect "$fp8" --steps 35
 expect_ok default_steps "trace: W8A16x3 / W8A8x29 / W8A16x3" inspect "$fp8"
+expect_ok model_option "trace: W8A16x3 / W8A8x29 / W8A16x3" inspect -m "$fp8"
 expect_ok trace50 "trace: W8A16x3 / W8A8x44 / W8A16x3" inspect "$fp8" --steps 50
 expect_ok source "source=checkpoint reasoner=W8A16" inspect "$fp8"
 expect_ok one_step "trace: W8A8x1" inspect "$fp8" --steps 1

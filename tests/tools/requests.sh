@@ -145,6 +145,14 @@ grep -qF 'nearest: boot' "$tmp/err" || fail "unknown_word: no suggestion: $(cat 
 expect_ok ids_without_negative "trace:" generate --model "$fp8" --prompt-ids 28,93,12,50 --latent-shape 4,1,4,4 \
   --steps 2 --guidance 3 --out $o/n.safetensors
 
+# Calibration prompts as ids on a model without a tokenizer: the
+# unconditional prefix must be given too (quantize has no prompt to take it from).
+mkdir -p "$tmp/qmodel" && cp -r "$golden/transformer" "$tmp/qmodel/transformer"
+printf 'ids:28,93,12,50\n' >"$tmp/qprompts.txt"
+expect_rejected quantize_no_tokenizer "$tmp/qmodel" "--negative-prompt-ids" quantize --model "$tmp/qmodel" \
+  --calib-prompts "$tmp/qprompts.txt" --latent-shape 4,1,4,4 --steps 2 --out "$o/q"
+[[ -e $o/q ]] && fail "quantize_no_tokenizer: wrote $o/q"
+
 # Threads change the speed, never the bits.
 expect_ok threads_1 "trace:" generate -m "$fashion" -p "a boot" --steps 3 -t 1 -o $o/t1.png
 expect_ok threads_2 "trace:" generate -m "$fashion" -p "a boot" --steps 3 -t 2 -o $o/t2.png

@@ -114,6 +114,9 @@ expect_ok via_model '{"ids":[65]}' tokenize --tokenizer "$tmp/model" --text "A"
 expect_ok via_file '{"ids":[65]}' tokenize --tokenizer "$tiny/tokenizer.json" --text "A"
 expect_ok prompt_image '"positive_text":"A robot. This image is of 720x1280 resolution."' prompt --model "$tiny" \
   --prompt "A robot" --frames 1 --height 720 --width 1280
+short=(prompt -m "$tiny" -p "A robot" --frames 1 -H 720 -W 1280 -n "blurry...")
+expect_ok short_names '"positive_text":"A robot. This image is of 720x1280 resolution."' "${short[@]}"
+expect_ok short_names_negative '"negative_text":"blurry.' "${short[@]}"
 expect_ok prompt_image_default '"positive_text":"A robot. This image is of 1024x1024 resolution."' prompt --model "$tiny" \
   --prompt "A robot" --frames 1
 expect_ok prompt_fps '"positive_text":"A robot. The video is 4.9 seconds long and is of 12 FPS.' prompt --model "$tiny" \

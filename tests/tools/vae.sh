@@ -46,7 +46,7 @@ header "$tmp/video.safetensors" | grep -qF '"dtype":"F32","shape":[1,3,9,64,96]'
   fail "decode: pixels tensor is not F32 [1, 3, 9, 64, 96]"
 
 expect_ok decode-png "pixels [1, 3, 1, 48, 80]" \
-  vae decode --vae "$vae" --latent "$vae_golden/decode/image.safetensors" --out "$tmp/image.png"
+  vae decode --vae "$vae" --latent "$vae_golden/decode/image.safetensors" -o "$tmp/image.png"
 [[ $(png_size "$tmp/image.png") == 80x48 ]] || fail "decode-png: $(png_size "$tmp/image.png"), expected 80x48"
 # A clip as PNG: its frames side by side.
 expect_ok decode-strip "pixels [1, 3, 5, 48, 80]" \
@@ -59,7 +59,7 @@ expect_ok decode-frames-dir "and $tmp/frames" \
   vae decode --vae "$vae" --latent "$vae_golden/decode/video.safetensors" --out "$tmp/video2.mp4" --frames-dir "$tmp/frames"
 [[ $(ls "$tmp/frames" | grep -c '^frame_0000[0-8]\.png$') -eq 9 ]] || fail "decode-frames-dir: expected 9 frames"
 [[ $(png_size "$tmp/frames/frame_00008.png") == 96x64 ]] || fail "decode-frames-dir: frame size"
-expect_rejected frames-dir-exists "$tmp/frames" "exists; only a folder stepmix wrote can be replaced" \
+expect_rejected frames-dir-exists "$tmp/frames" "exists; expected a path that does not exist" \
   vae decode --vae "$vae" --latent "$vae_golden/decode/video.safetensors" --out "$tmp/video3.mp4" --frames-dir "$tmp/frames"
 [[ ! -e $tmp/video3.mp4 ]] || fail "frames-dir-exists: the video was written anyway"
 ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary output was left behind"
