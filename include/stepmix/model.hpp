@@ -328,8 +328,20 @@ class GenerationOutputs {
 // The text chunks of a PNG (tEXt, zTXt, iTXt), keyword → text, in file order.
 std::vector<std::pair<std::string, std::string>> read_png_metadata(const std::string& path);
 
-// F32 safetensors of `tensors`, written under a temporary name and renamed.
-void write_tensors(const std::string& path, const std::vector<NamedTensor>& tensors);
+// An F32 safetensors output (forward's --out), checked when made: a
+// .safetensors name (or a character device), not one of `inputs` (files, or
+// folders whose files it must not replace). write() stages it under a
+// temporary name and renames it into place.
+class TensorsOutput {
+ public:
+  TensorsOutput(const std::string& path, const std::vector<std::string>& inputs);
+  ~TensorsOutput();
+  void write(const std::vector<NamedTensor>& tensors);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 // "[1, 4, 1, 6, 8]"
 std::string shape_string(const std::vector<int64_t>& shape);
 

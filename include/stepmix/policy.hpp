@@ -76,6 +76,8 @@ struct QuantizationInfo {
   // Modules the checkpoint keeps in BF16, for reporting (never governed).
   std::vector<std::string> ignore;                  // glob form
   std::vector<std::string> modules_to_not_convert;  // substring form
+  // One line per key of quantization_config stepmix does not know (ignored).
+  std::vector<std::string> warnings;
 };
 
 // Classifies transformer_config["quantization_config"]. Never throws; a

@@ -66,7 +66,9 @@ struct BenchOptions {
   int repeat = 3;
   int warmup = 1;
   bool no_peer = false;
-  std::string python = "/usr/bin/python3";
+  // Given explicitly, the peer's interpreter and script must exist (an
+  // error otherwise); by default a missing one only skips the peer's row.
+  std::optional<std::string> python;  // default /usr/bin/python3
   std::optional<std::string> peer_script;
   int peer_threads = 2;
   std::string peer_dtype = "bf16";

@@ -24,6 +24,7 @@
 #include "eval/metrics.hpp"
 #include "io/safetensors.hpp"
 #include "io/checkpoint.hpp"
+#include "io/file_access.hpp"
 #include "io/output_format.hpp"
 #include "io/output_set.hpp"
 #include "stepmix/tools.hpp"
@@ -125,17 +126,30 @@ struct ModeToRun {
 }  // namespace
 
 void bench(const BenchOptions& opt, std::FILE* out) {
-  if (opt.repeat < 1) throw Error("bench", "--repeat: expected an integer >= 1, got " + std::to_string(opt.repeat));
-  if (opt.warmup < 0) throw Error("bench", "--warmup: expected an integer >= 0, got " + std::to_string(opt.warmup));
-  if (opt.request.steps && *opt.request.steps < 1)
-    throw Error("bench", "--steps: expected an integer >= 1, got " + std::to_string(*opt.request.steps));
-  if (opt.peer_threads < 1) throw Error("bench", "--peer-threads: expected an integer >= 1");
+  const auto check_range = [](const char* option, int value, int low, int high) {
+    if (value < low || value > high)
+      throw Error("bench", std::string(option) + ": expected an integer in [" + std::to_string(low) + ", " +
+                               std::to_string(high) + "], got " + std::to_string(value));
+  };
+  check_range("--repeat", opt.repeat, 1, 1000);
+  check_range("--warmup", opt.warmup, 0, 1000);
+  if (opt.request.steps) check_range("--steps", *opt.request.steps, 1, 10000);
+  check_range("--peer-threads", opt.peer_threads, 1, 1024);
+  if (opt.no_peer && (opt.python || opt.peer_script))
+    throw Error("bench", "--no-peer runs no peer: --python and --peer-script would be ignored");
+  if (opt.python && access(opt.python->c_str(), X_OK) != 0)
+    throw Error("bench", "--python " + *opt.python + ": " + errno_phrase(errno) + " (expected an executable)");
+  if (opt.peer_script && !fs::is_regular_file(*opt.peer_script))
+    throw Error("bench", "--peer-script " + *opt.peer_script + ": not a regular file");
+  const std::string python = opt.python.value_or("/usr/bin/python3");
   if (opt.peer_dtype != "bf16" && opt.peer_dtype != "fp32")
     throw Error("bench", "--peer-dtype: expected bf16 or fp32, got '" + opt.peer_dtype + "'");
 
   // --json is checked before anything runs and written whole at the end.
   OutputSet outputs;
   OutputSet::Id json_out{};  // meaningful only with --json
+  outputs.add_input("--model", opt.model_dir);
+  if (opt.reference_dir) outputs.add_input("--reference", *opt.reference_dir);
   if (opt.json_file) json_out = outputs.add_file("--json", *opt.json_file);
   if (opt.json_file) output_format_for(*opt.json_file, "--json", {OutputFormat::Json});
   outputs.validate();
@@ -311,8 +325,8 @@ void bench(const BenchOptions& opt, std::FILE* out) {
     peer = {{"error", "skipped (--no-peer)"}};
   } else if (!script) {
     peer = {{"error", "bench/peer_generate.py not found (run from the repository root or pass --peer-script)"}};
-  } else if (access(opt.python.c_str(), X_OK) != 0) {
-    peer = {{"error", opt.python + " not found"}};
+  } else if (access(python.c_str(), X_OK) != 0) {
+    peer = {{"error", python + " not found"}};
   } else {
     std::ostringstream ts, sig;
     ts.precision(17);
@@ -320,7 +334,7 @@ void bench(const BenchOptions& opt, std::FILE* out) {
     for (std::size_t i = 0; i < base.timesteps.size(); ++i) ts << (i ? "," : "") << base.timesteps[i];
     for (std::size_t i = 0; i < base.sigmas.size(); ++i) sig << (i ? "," : "") << base.sigmas[i];
     const std::string cmd =
-        shell_quote(opt.python) + " " + shell_quote(*script) + " --model " +
+        shell_quote(python) + " " + shell_quote(*script) + " --model " +
         shell_quote(opt.reference_dir.value_or(opt.model_dir)) + " --cond-ids " + join_ids(base.cond_ids) +
         (base.uncond_ids.empty() ? "" : " --uncond-ids " + join_ids(base.uncond_ids)) + " --latent-shape " +
         std::to_string(C) + "," + std::to_string(T) + "," + std::to_string(H) + "," + std::to_string(W) +
@@ -347,7 +361,7 @@ void bench(const BenchOptions& opt, std::FILE* out) {
       }
       if (status != 0 && !peer.contains("error")) peer["error"] = "exit status " + std::to_string(status);
     } else {
-      peer = {{"error", "cannot start " + opt.python}};
+      peer = {{"error", "cannot start " + python}};
     }
   }
   if (peer.contains("error")) {
@@ -380,7 +394,7 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   }
   report["peer"] = peer;
   if (opt.json_file) {
-    outputs.stage_file(json_out, report.dump(2) + "\n");
+    outputs.stage_file(json_out, report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     outputs.commit();
     std::fprintf(out, "json: %s\n", opt.json_file->c_str());
   }

@@ -82,7 +82,7 @@ std::optional<MlpClassifier> find_classifier(const CompareOptions& opt, int64_t 
 
 // Fills the staged report folder; the caller's commit() puts it in place.
 void write_report(const fs::path& folder, const CompareSetup& setup, const CompareRun& run, const json& report) {
-  write_file_atomic((folder / "report.json").string(), report.dump(2) + "\n");
+  write_file_atomic((folder / "report.json").string(), report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   write_file_atomic((folder / "report.md").string(), compare_report_markdown(report));
   write_png((folder / "grid.png").string(), compare_grid(setup, run));
   write_png((folder / "step_error.png").string(), step_error_plot(report));
@@ -135,10 +135,12 @@ void print_summary(std::FILE* f, const json& report, const std::string& out_dir)
 
 void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cancel) {
   // Cheap checks first, so a bad option never waits for a model load.
-  if (opt.seeds < 1) throw Error("compare", "--seeds: expected an integer >= 1, got " + std::to_string(opt.seeds));
+  if (opt.seeds < 1 || opt.seeds > 10000)
+    throw Error("compare", "--seeds: expected an integer in [1, 10000], got " + std::to_string(opt.seeds));
   if (opt.request.steps && *opt.request.steps < 1)
     throw Error("compare", "--steps: expected an integer >= 1, got " + std::to_string(*opt.request.steps));
-  if (!(opt.diff_gain > 0)) throw Error("compare", "--diff-gain: expected a positive number");
+  if (!(opt.diff_gain > 0) || !(opt.diff_gain <= 1e6))
+    throw Error("compare", "--diff-gain: expected a number in (0, 1e6], got " + std::to_string(opt.diff_gain));
   if (opt.request.negative_prompt && opt.request.negative_prompt_ids)
     throw Error("compare", "give --negative-prompt or --negative-prompt-ids, not both");
   std::set<std::string> seen;

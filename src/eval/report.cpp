@@ -91,6 +91,12 @@ std::vector<ComparePrompt> read_compare_prompts(const std::string& path, const P
         body = m[1];
         p.label = std::stoi(m[2]);
       }
+      // "label:" anywhere else is a label the user meant but mistyped
+      // ("label:x", "label:4x", two labels): refused rather than read as text.
+      static const std::regex stray_label(R"((^|\s)label:)");
+      if (std::regex_search(body, stray_label))
+        throw Error("compare", where + ": a label is the last word, written label:K with K a class index "
+                                       "(0-999999), after whitespace; got '" + line + "'");
       p.text = body;
       p.ids = body.rfind("ids:", 0) == 0 ? parse_id_list(body.substr(4), where) : encode(body);
     }

@@ -34,9 +34,16 @@ std::vector<std::string> list_files(const std::string& folder, const std::string
   std::error_code ec;
   fs::directory_iterator it(folder, ec);
   for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    std::error_code kind;
-    if (it->is_regular_file(kind) && ends_with(it->path().filename().string(), suffix))
-      out.push_back(it->path().string());
+    if (!ends_with(it->path().filename().string(), suffix)) continue;
+    // A weights file that is a folder, a FIFO or a link to nothing is an
+    // error, not a file to skip (the tensors it was meant to hold would be
+    // reported missing instead).
+    const std::string path = it->path().string();
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw Error("checkpoint", path + ": " + errno_phrase(errno));
+    if (!S_ISREG(st.st_mode))
+      throw Error("checkpoint", path + ": not a regular file (" + file_type_phrase(st.st_mode) + ")");
+    out.push_back(path);
   }
   if (ec) throw Error("checkpoint", folder + ": cannot list the folder: " + errno_phrase(ec.value()));
   std::sort(out.begin(), out.end());
@@ -46,8 +53,9 @@ std::vector<std::string> list_files(const std::string& folder, const std::string
 }  // namespace
 
 std::map<std::string, std::string> parse_weight_map(const json& index, const std::string& index_path) {
-  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
-    throw Error("checkpoint", index_path + ": weight_map: expected an object {tensor name: shard file}");
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object() ||
+      index["weight_map"].empty())
+    throw Error("checkpoint", index_path + ": weight_map: expected a non-empty object {tensor name: shard file}");
   std::map<std::string, std::string> out;
   for (const auto& [name, shard_json] : index["weight_map"].items()) {
     if (!shard_json.is_string())
@@ -161,6 +169,17 @@ bool is_transformer_folder(const fs::path& p) {
   return ::stat((p / "config.json").c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
          ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && !list_files(p.string(), ".safetensors").empty();
 }
+
+// Why `p` (a transformer/ that is there) is not a transformer folder.
+std::string transformer_folder_problem(const fs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return p.string() + ": " + errno_phrase(errno);
+  if (!S_ISDIR(st.st_mode)) return p.string() + ": not a folder (" + file_type_phrase(st.st_mode) + ")";
+  const fs::path config = p / "config.json";
+  if (::stat(config.c_str(), &st) != 0) return config.string() + ": " + errno_phrase(errno);
+  if (!S_ISREG(st.st_mode)) return config.string() + ": not a regular file (" + file_type_phrase(st.st_mode) + ")";
+  return p.string() + ": no *.safetensors file";
+}
 // An optional side file: absent is fine, but something that is there and is
 // not a regular file (a FIFO, a device, a folder), or cannot be looked at
 // (permission denied), is an error rather than silently treated as absent.
@@ -180,7 +199,7 @@ std::optional<std::string> optional_file(const fs::path& p) {
 // stepmix and Diffusers write) or under "quantization" (ModelOpt's own
 // hf_quant_config.json layout).
 struct DeclaredQuantization {
-  json method, algo, kv_cache;
+  json method, algo, kv_cache, weight_only;
   std::string prefix;  // "" or "quantization." for messages
 };
 
@@ -194,6 +213,7 @@ DeclaredQuantization declared_quantization(const json& j) {
   d.method = holder->value("quant_method", json());
   d.algo = holder->value("quant_algo", json());
   d.kv_cache = holder->value("kv_cache_quant_algo", json());
+  d.weight_only = holder->value("weight_only", json());
   return d;
 }
 
@@ -210,6 +230,9 @@ void check_root_quant_config(const json& hf_quant_config, const std::string& hf_
   if (!hf.kv_cache.is_null())
     fail(hf.prefix + "kv_cache_quant_algo",
          "expected null (KV-cache quantization is not implemented), got " + hf.kv_cache.dump());
+  if (!hf.weight_only.is_null() && hf.weight_only != false)
+    fail(hf.prefix + "weight_only", "expected false or absent (the activations are quantized too), got " +
+                                        hf.weight_only.dump());
   const json* qc = config.is_object() && config.contains("quantization_config") && !config["quantization_config"].is_null()
                        ? &config["quantization_config"]
                        : nullptr;
@@ -245,9 +268,13 @@ ModelDirectory ModelDirectory::open(const std::string& path) {
   } else if (is_transformer_folder(root)) {
     dir.transformer_dir = root.string();
   } else {
+    struct stat st {};
+    const std::string why = ::lstat((root / "transformer").c_str(), &st) == 0
+                                ? " (" + transformer_folder_problem(root / "transformer") + ")"
+                                : "";
     throw Error("checkpoint", path + ": expected a Diffusers model directory (transformer/config.json and "
                                      "transformer/*.safetensors) or a transformer folder (config.json and "
-                                     "*.safetensors)");
+                                     "*.safetensors)" + why);
   }
   dir.config_path = (fs::path(dir.transformer_dir) / "config.json").string();
   dir.config = read_json_file(dir.config_path, "config");
@@ -256,8 +283,33 @@ ModelDirectory ModelDirectory::open(const std::string& path) {
   // Root-level files only exist for a full model directory.
   const bool full = dir.transformer_dir != root.string();
   if (full) {
+    // A component folder that is a link to nothing, or no folder, is an
+    // error: taken as absent it would change the run (no VAE: the raw latent
+    // is written; no scheduler: the default one samples).
+    for (const char* component : {"vae", "scheduler", "text_tokenizer", "tokenizer"}) {
+      const fs::path folder = root / component;
+      struct stat st {};
+      if (::lstat(folder.c_str(), &st) != 0) continue;
+      if (::stat(folder.c_str(), &st) != 0) throw Error("checkpoint", folder.string() + ": " + errno_phrase(errno));
+      if (!S_ISDIR(st.st_mode))
+        throw Error("checkpoint", folder.string() + ": not a folder (" + file_type_phrase(st.st_mode) + ")");
+    }
     dir.model_index_path = optional_file(root / "model_index.json");
-    if (dir.model_index_path) dir.model_index = read_json_file(*dir.model_index_path, "config");
+    if (dir.model_index_path) {
+      dir.model_index = read_json_file(*dir.model_index_path, "config");
+      if (!dir.model_index.is_object())
+        throw Error("config", *dir.model_index_path + ": expected a JSON object, got " +
+                                  std::string(dir.model_index.type_name()));
+      // A component it declares ([library, class]; [null, null] is none)
+      // must be there.
+      for (const char* component : {"vae", "scheduler"}) {
+        const auto it = dir.model_index.find(component);
+        if (it == dir.model_index.end() || !it->is_array() || it->empty() || (*it)[0].is_null()) continue;
+        if (!fs::is_directory(root / component))
+          throw Error("checkpoint", *dir.model_index_path + ": " + component + ": declares " + it->dump() + ", but " +
+                                        (root / component).string() + " does not exist");
+      }
+    }
     dir.scheduler_config_path = optional_file(root / "scheduler" / "scheduler_config.json");
     dir.tokenizer_path = optional_file(root / "text_tokenizer" / "tokenizer.json");
     if (!dir.tokenizer_path) dir.tokenizer_path = optional_file(root / "tokenizer" / "tokenizer.json");

@@ -148,6 +148,22 @@ void OutputSet::add_input(const std::string& label, const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return;
   inputs_.push_back({label, path, real_path(path).value_or(path), st.st_dev, st.st_ino});
+  if (!S_ISDIR(st.st_mode)) return;
+  // A model folder: every file in it is an input (its config, shards,
+  // tokenizer, VAE). Links to folders are not followed; a model has a few
+  // dozen files, the bound only keeps a wrong folder from taking long.
+  constexpr int kMaxFiles = 100000, kMaxDepth = 4;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec);
+  for (int files = 0; !ec && it != fs::recursive_directory_iterator() && files < kMaxFiles; it.increment(ec)) {
+    if (it.depth() >= kMaxDepth) it.disable_recursion_pending();
+    struct stat file {};
+    const std::string file_path = it->path().string();
+    if (::stat(file_path.c_str(), &file) != 0 || !S_ISREG(file.st_mode)) continue;
+    inputs_.push_back({label, file_path, real_path(file_path).value_or(file_path), file.st_dev, file.st_ino});
+    ++files;
+  }
 }
 
 OutputSet::Id OutputSet::add_file(const std::string& label, const std::string& path) {
@@ -411,6 +427,26 @@ void OutputSet::commit() {
     ::close(fd);
   }
 
+  // Character devices first: written through, they cannot be put back, and
+  // the way they fail (/dev/full, a closed terminal) is found before any
+  // file is renamed into place, so that a failure leaves nothing new.
+  for (auto& o : outputs_) {
+    if (o->action != Action::WriteThrough) continue;
+    const int fd = ::open(o->resolved.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    struct stat st {};
+    std::string problem;
+    if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode)) {
+      problem = "cannot write the device: " + errno_phrase(errno);
+    } else if (!write_all(fd, o->device_contents.data(), o->device_contents.size())) {
+      problem = "write failed: " + errno_phrase(errno);
+    }
+    if (fd >= 0) ::close(fd);
+    if (!problem.empty()) {
+      discard_staged();
+      fail(o->label, o->path, problem);
+    }
+  }
+
   std::string failure;
   {
     const FatalSignalsHeld held;  // the renames below happen all or not at all
@@ -466,22 +502,6 @@ void OutputSet::commit() {
     throw Error("output", failure);
   }
   committed_ = true;
-
-  // Character devices last: written through, nothing to put back.
-  for (auto& o : outputs_) {
-    if (o->action != Action::WriteThrough) continue;
-    const int fd = ::open(o->resolved.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
-    struct stat st {};
-    if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode)) {
-      const int error = errno;
-      if (fd >= 0) ::close(fd);
-      fail(o->label, o->path, "cannot write the device: " + errno_phrase(error));
-    }
-    const bool ok = write_all(fd, o->device_contents.data(), o->device_contents.size());
-    const int error = errno;
-    ::close(fd);
-    if (!ok) fail(o->label, o->path, "write failed: " + errno_phrase(error));
-  }
 
   // Old folders go last, once the new ones are in place; a signal meanwhile
   // finishes the removal.

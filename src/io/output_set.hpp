@@ -65,8 +65,9 @@ class OutputSet {
   OutputSet& operator=(const OutputSet&) = delete;
 
   // An input the outputs must not overwrite (checkpoint shards, --noise, the
-  // prompts file). A path that does not exist is ignored (its reader reports
-  // it). `label` names it in messages.
+  // prompts file); a folder (a model) adds every file below it. A path that
+  // does not exist is ignored (its reader reports it). `label` names it in
+  // messages.
   void add_input(const std::string& label, const std::string& path);
   // A file output. `label` names it in messages ("--out"; may be empty).
   Id add_file(const std::string& label, const std::string& path);

@@ -125,9 +125,20 @@ void write_png(const std::string& path, const Image8& image, const std::vector<P
 
 namespace {
 Image8 read_png_as(const std::string& path, bool force_rgb) {
+  // Read whole first: a folder, an empty or a non-PNG file is named as such
+  // (libpng alone says "Read Error" for all of them).
+  const std::string bytes = read_regular_file(path, 256ull << 20, "png");
+  if (bytes.size() < 8 || png_sig_cmp(reinterpret_cast<png_const_bytep>(bytes.data()), 0, 8) != 0)
+    throw Error("png", path + ": not a PNG file (no PNG signature)");
   png_image img{};
   img.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_file(&img, path.c_str())) throw Error("png", path + ": " + img.message);
+  if (!png_image_begin_read_from_memory(&img, bytes.data(), bytes.size()))
+    throw Error("png", path + ": not a valid PNG (" + img.message + ")");
+  if (img.width > 65536 || img.height > 65536) {
+    png_image_free(&img);
+    throw Error("png", path + ": " + std::to_string(img.width) + "x" + std::to_string(img.height) +
+                           " pixels; expected at most 65536 a side");
+  }
   Image8 out;
   out.width = int(img.width);
   out.height = int(img.height);
@@ -136,7 +147,7 @@ Image8 read_png_as(const std::string& path, bool force_rgb) {
   out.pixels.resize(PNG_IMAGE_SIZE(img));
   if (!png_image_finish_read(&img, nullptr, out.pixels.data(), 0, nullptr)) {
     png_image_free(&img);
-    throw Error("png", path + ": " + img.message);
+    throw Error("png", path + ": not a valid PNG (" + std::string(img.message) + ")");
   }
   return out;
 }

@@ -25,9 +25,9 @@ struct CheckedCheckpoint {
 // only norm vectors are widened.
 CheckedCheckpoint check_cosmos3_checkpoint(const ModelDirectory& dir, const TensorStore& store);
 
-// The warnings alone, for a command that loads the model itself
-// (Cosmos3Transformer::warnings() holds the config's; this adds
-// hf_quant_config.json's).
+// The warnings alone, for a command that loads the model itself: the
+// config's (the same as Cosmos3Transformer::warnings(), so take one or the
+// other) and hf_quant_config.json's.
 std::vector<std::string> model_directory_warnings(const ModelDirectory& dir);
 
 }  // namespace stepmix

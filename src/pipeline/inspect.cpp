@@ -9,8 +9,12 @@
 #include "io/checkpoint.hpp"
 #include "model/checkpoint_check.hpp"
 #include "pipeline/model_setup.hpp"
+#include "pipeline/sequence.hpp"
+#include "pipeline/vae_stage.hpp"
 #include "quant/governed.hpp"
 #include "stepmix/model.hpp"
+#include "text/prompt_model.hpp"
+#include "vae/vae.hpp"
 
 namespace stepmix {
 namespace {
@@ -62,8 +66,19 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
   // ranges, no unused tensor), then every weight scanned for NaN/Inf.
   const CheckedCheckpoint checked = check_cosmos3_checkpoint(dir, store);
   const CheckTensorsStats scanned = check_tensors(store);
+  // The rest of what a run refuses at load: the sequence settings, the
+  // scheduler, the VAE's config and tensors, the tokenizer and the defaults.
+  (void)read_sequence_settings(dir.config, dir.config_path);
+  (void)scheduler_config_for({}, dir, false);
+  if (const auto vae_folder = vae_folder_of(dir)) {
+    vae::VaeOptions headers;
+    headers.decoder = headers.encoder = false;  // checked and sized, not read
+    (void)vae::WanVae::load(*vae_folder, headers);
+  }
+  if (dir.tokenizer_path) (void)text::PromptModel::open(dir.root);
+  const ModelDefaults defaults = read_model_defaults(dir);
   // The same number of steps generate would run for this model.
-  const int steps = steps_option ? *steps_option : read_model_defaults(dir).steps.value_or(kDefaultSteps);
+  const int steps = steps_option ? *steps_option : defaults.steps.value_or(kDefaultSteps);
   check_steps_value(steps, "inspect", "--steps");
   const StepPlan plan = plan_steps(policy, governed.has_fp8(), steps);
 
@@ -97,7 +112,7 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
   out["trace"] = trace_string(plan.generation);
   out["warnings"] = report.warnings;
   out["tensors_checked"] = {{"tensors", scanned.tensors}, {"bytes", scanned.bytes}, {"non_finite", 0}};
-  report.json = out.dump(2);
+  report.json = out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);  // a path need not be UTF-8
 
   std::string family_list;
   for (const auto& f : families) family_list += (family_list.empty() ? "" : ", ") + f;

@@ -173,8 +173,8 @@ void check_request_values(const GenerateRequest& r, int steps, double guidance, 
   check_guidance_value(guidance, "generate", r.guidance ? std::string("--guidance") : defaults + "guidance_scale");
   if (!std::isfinite(r.fps) || !(r.fps > 0) || r.fps > 1000)
     throw Error("generate", "--fps: expected a finite number in (0, 1000], got " + std::to_string(r.fps));
-  if (r.flow_shift && (!std::isfinite(*r.flow_shift) || !(*r.flow_shift > 0) || *r.flow_shift > 1000))
-    throw Error("generate", "--flow-shift: expected a finite number in (0, 1000], got " + std::to_string(*r.flow_shift));
+  if (r.flow_shift && !(*r.flow_shift >= sched::kMinFlowShift && *r.flow_shift <= sched::kMaxFlowShift))
+    throw Error("generate", "--flow-shift: expected a number in [0.01, 1000], got " + std::to_string(*r.flow_shift));
   if (r.frames && (*r.frames < 1 || *r.frames > kMaxFrames))
     throw Error("generate", "--frames: expected an integer in [1, " + std::to_string(kMaxFrames) + "], got " +
                                 std::to_string(*r.frames));
@@ -222,10 +222,9 @@ Model Model::open(const std::string& path, const ModelOptions& options) {
     impl->vae.emplace(*folder, info.latent_channels, options.activations, options.device);
   info.has_vae = impl->vae.has_value();
   info.has_tokenizer = impl->dir.tokenizer_path.has_value();
-  info.warnings = impl->transformer.warnings();
-  const std::vector<std::string> directory_warnings = model_directory_warnings(impl->dir);
-  for (const auto* more : {&policy.warnings, &directory_warnings})
-    info.warnings.insert(info.warnings.end(), more->begin(), more->end());
+  // The config's warnings come with the directory's (printed once).
+  info.warnings = model_directory_warnings(impl->dir);
+  info.warnings.insert(info.warnings.end(), policy.warnings.begin(), policy.warnings.end());
   info.default_height = impl->defaults.height;
   info.default_width = impl->defaults.width;
   info.default_steps = impl->defaults.steps;
@@ -280,6 +279,10 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   }
 
   const bool cfg = p.guidance != 1.0;
+  if (!cfg && (r.negative_prompt || r.negative_prompt_ids))
+    throw Error("generate", std::string(r.negative_prompt ? "--negative-prompt" : "--negative-prompt-ids") +
+                                ": guidance 1 runs no unconditional pass, so the negative prompt would be ignored; "
+                                "drop it or give --guidance above 1");
   const bool uncond_from_text = cfg && !r.negative_prompt_ids;
   if (uncond_from_text && r.prompt_ids && !m.encoder.has_tokenizer()) {
     // Ids only and nothing to tokenize the empty negative prompt with: its
@@ -304,6 +307,22 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   }
   if (r.prompt_ids) p.cond_ids = *r.prompt_ids;
   if (cfg && r.negative_prompt_ids) p.uncond_ids = *r.negative_prompt_ids;
+  // Ids beyond the embedding table are refused here, naming where they came
+  // from, before the plan is printed (not as a forward input mid-run).
+  const int64_t vocab = m.transformer.config().vocab_size;
+  const auto check_ids = [&](const std::vector<int64_t>& ids, const std::string& source) {
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || ids[i] >= vocab)
+        throw Error("generate", source + ": id " + std::to_string(ids[i]) + " (position " + std::to_string(i) +
+                                    ") is outside the vocabulary [0, " + std::to_string(vocab) + ") of " +
+                                    m.dir.config_path);
+  };
+  const std::string tokenizer = m.dir.tokenizer_path.value_or("the tokenizer");
+  check_ids(p.cond_ids, r.prompt_ids ? "--prompt-ids" : "the ids " + tokenizer + " gives --prompt");
+  check_ids(p.uncond_ids, r.negative_prompt_ids ? "--negative-prompt-ids"
+                          : r.prompt_ids && !m.encoder.has_tokenizer()
+                              ? "the unconditional prefix taken from --prompt-ids"
+                              : "the ids " + tokenizer + " gives the negative prompt");
   p.cfg_batched = m.cfg_batching(p);
 
   const sched::SchedulerConfig scheduler_config = m.scheduler_config(r, p.latent_shape[1]);

@@ -23,6 +23,11 @@ ModelDefaults read_model_defaults(const ModelDirectory& dir) {
   const json& s = dir.model_index["stepmix"];
   const std::string where = dir.model_index_path.value_or("model_index.json") + ": stepmix.";
   if (!s.is_object()) throw Error("config", where.substr(0, where.size() - 1) + ": expected an object");
+  // stepmix's own section: a key it does not know is a typo, not a default.
+  for (const auto& [key, value] : s.items())
+    if (key != "height" && key != "width" && key != "num_inference_steps" && key != "guidance_scale")
+      throw Error("config", where + key + ": no such field (expected height, width, num_inference_steps, "
+                                          "guidance_scale)");
   // Defaults obey the limits of a request (stepmix/model.hpp).
   auto int_key = [&](const char* key, int64_t max, std::optional<int>& out) {
     if (!s.contains(key)) return;

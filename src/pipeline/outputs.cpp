@@ -57,6 +57,7 @@ GenerationOutputs::GenerationOutputs(const Model& model, const GeneratePlan& pla
   m.plan = plan;
   m.options = model.options();
   for (const std::string& f : model.weight_files()) m.set.add_input("the checkpoint's", f);
+  m.set.add_input("--model", model.info().path);
   for (const std::string& f : inputs) m.set.add_input("input", f);
   // What the paths are is checked first (a FIFO or a folder is refused as
   // such), then what their extensions ask for. A character device (/dev/null)
@@ -184,11 +185,30 @@ std::vector<std::pair<std::string, std::string>> read_png_metadata(const std::st
   return out;
 }
 
-void write_tensors(const std::string& path, const std::vector<NamedTensor>& tensors) {
+struct TensorsOutput::Impl {
+  OutputSet set;
+  OutputSet::Id id = 0;
+  std::string path;
+};
+
+TensorsOutput::TensorsOutput(const std::string& path, const std::vector<std::string>& inputs)
+    : impl_(std::make_unique<Impl>()) {
+  for (const std::string& input : inputs) impl_->set.add_input("input", input);
+  impl_->id = impl_->set.add_file("--out", path);
+  impl_->path = path;
+  impl_->set.validate();
+  std::error_code ec;
+  if (!fs::is_character_file(path, ec)) output_format_for(path, "--out", {OutputFormat::Safetensors});
+}
+
+TensorsOutput::~TensorsOutput() = default;
+
+void TensorsOutput::write(const std::vector<NamedTensor>& tensors) {
   std::vector<TensorToWrite> out;
   out.reserve(tensors.size());
   for (const NamedTensor& t : tensors) out.push_back(make_tensor_f32(t.name, t.shape, t.data));
-  write_safetensors(path, out);
+  impl_->set.stage_file(impl_->id, encode_safetensors(impl_->path, out));
+  impl_->set.commit();
 }
 
 std::string shape_string(const std::vector<int64_t>& shape) { return shape_to_string(shape); }

@@ -252,13 +252,20 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
   const GeometryRequest geometry{r.latent_shape, r.height, r.width, r.frames};
   c.latent_shape = latent_shape_for(geometry, dir, channels, defaults);
   const PromptGeometry prompt_geometry = prompt_geometry_for(geometry, c.latent_shape, dir, r.fps, r.use_system_prompt);
-  if (!encoder.has_tokenizer() && !r.negative_prompt_ids)
+  const bool cfg = c.guidance != 1.0;
+  if (!cfg && (r.negative_prompt || r.negative_prompt_ids))
+    throw Error("quantize", std::string(r.negative_prompt ? "--negative-prompt" : "--negative-prompt-ids") +
+                                ": guidance 1 runs no unconditional pass, so the negative prompt would be ignored; "
+                                "drop it or give --guidance above 1");
+  if (cfg && !encoder.has_tokenizer() && !r.negative_prompt_ids)
     throw Error("quantize", dir.root + " has no text_tokenizer/tokenizer.json: give the unconditional prefix with "
                                        "--negative-prompt-ids and the calibration prompts as ids:1,2,3 lines");
   c.prompts = read_calibration_prompts(prompts_file, encoder, prompt_geometry);
-  c.negative_prompt = r.negative_prompt_ids
-                          ? *r.negative_prompt_ids
-                          : encoder.encode_pair(std::nullopt, r.negative_prompt.value_or(""), true, prompt_geometry).uncond;
+  if (cfg)
+    c.negative_prompt =
+        r.negative_prompt_ids
+            ? *r.negative_prompt_ids
+            : encoder.encode_pair(std::nullopt, r.negative_prompt.value_or(""), true, prompt_geometry).uncond;
 
   const QuantizeReport report = quantize_checkpoint(s);
   std::fprintf(out, "calibrated %zu governed Linears over %zu prompts x %d seeds x %d steps (%d transformer calls)\n",

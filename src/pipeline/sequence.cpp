@@ -1,5 +1,7 @@
 #include "pipeline/sequence.hpp"
 
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "stepmix/error.hpp"
@@ -11,12 +13,16 @@ using json = nlohmann::json;
 
 template <class T>
 T read_key(const json& config, const std::string& path, const char* key, T fallback) {
-  if (!config.contains(key) || config[key].is_null()) return fallback;
+  // Absent is the default; null is not (Diffusers passes None through).
+  if (!config.contains(key)) return fallback;
   const json& v = config[key];
   if constexpr (std::is_same_v<T, bool>) {
     if (!v.is_boolean()) throw Error("config", path + ": " + key + ": expected true or false, got " + v.dump());
   } else if constexpr (std::is_integral_v<T>) {
     if (!v.is_number_integer()) throw Error("config", path + ": " + key + ": expected an integer, got " + v.dump());
+    // Quoted as written: get<T>() would wrap 2^64-1 to -1.
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<T>::max()))
+      throw Error("config", path + ": " + key + ": expected an integer below 2^63, got " + v.dump());
   } else {
     if (!v.is_number() || v.is_boolean()) throw Error("config", path + ": " + key + ": expected a number, got " + v.dump());
   }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <set>
 
 #include "stepmix/error.hpp"
 #include "stepmix/policy.hpp"
@@ -59,6 +60,14 @@ std::optional<std::string> static_fp8_group_problem(const std::string& group_pat
     if (type != "float") return expected_but_got(operand_path + ".type", "\"float\"", type);
     const json dynamic = spec.value("dynamic", json());
     if (dynamic != false) return expected_but_got(operand_path + ".dynamic", "false (static scales)", dynamic);
+    // compressed-tensors style granularity: only one scale per tensor is
+    // this format ("channel", "group", "block" and "token" are not).
+    const json strategy = spec.value("strategy", json());
+    if (!strategy.is_null() && strategy != "tensor")
+      return expected_but_got(operand_path + ".strategy", "\"tensor\" or absent (one scale per tensor)", strategy);
+    for (const char* key : {"group_size", "block_structure"})
+      if (const json v = spec.value(key, json()); !v.is_null())
+        return expected_but_got(operand_path + "." + key, "null (one scale per tensor)", v);
   }
   return std::nullopt;
 }
@@ -108,7 +117,24 @@ std::optional<std::string> modelopt_fp8_problem(const json& quant_config, Quanti
     }
   }
   if (auto problem = string_list(quant_config, "ignore", info.ignore)) return problem;
+  // ModelOpt's hf_quant_config.json name for the same glob list.
+  if (auto problem = string_list(quant_config, "exclude_modules", info.ignore)) return problem;
   return string_list(quant_config, "modules_to_not_convert", info.modules_to_not_convert);
+}
+
+// The keys of a ModelOpt FP8 quantization_config (docs/step-policy.md §3.1);
+// any other is reported, never silently taken as understood.
+std::vector<std::string> unknown_key_warnings(const json& quant_config, const std::string& config_path) {
+  static const std::set<std::string> known = {
+      "quant_method",     "quant_algo",           "quant_type",        "weight_only",          "producer",
+      "config_groups",    "ignore",               "exclude_modules",   "modules_to_not_convert", "calib_cfg",
+      "block_quantize",   "channel_quantize",     "scale_block_quantize", "scale_channel_quantize",
+      "disable_conv_quantization", "forward_loop", "modelopt_config",  "runtime",              "kv_cache_quant_algo"};
+  std::vector<std::string> warnings;
+  for (const auto& [key, value] : quant_config.items())
+    if (!known.count(key))
+      warnings.push_back(policy_detail::warning(config_path, field(key), "unknown key, ignored"));
+  return warnings;
 }
 
 }  // namespace
@@ -142,6 +168,7 @@ QuantizationInfo classify_quantization(const json& transformer_config, const std
   } else {
     info.kind = QuantizationKind::ModelOptFp8;
     info.reason = "serialised tensorwise ModelOpt FP8 (modelopt/FP8)";
+    info.warnings = unknown_key_warnings(quant_config, config_path);
   }
   return info;
 }

@@ -51,6 +51,7 @@ ResolvedPolicy resolve_policy(const json& transformer_config, const std::string&
   QuantizationInfo quant = classify_quantization(transformer_config, config_path);
   // stepmix cannot execute any other format, schedule or not.
   require_supported_quantization(quant, config_path);
+  parsed.warnings.insert(parsed.warnings.end(), quant.warnings.begin(), quant.warnings.end());
   require_non_negative(overrides.first_steps, "first_steps");
   require_non_negative(overrides.last_steps, "last_steps");
 

@@ -55,6 +55,14 @@ class FieldReader {
     if (!(x > 0)) fail(key, "a positive number", describe(key, value(key, fallback)));
     return x;
   }
+  // A sigma shift: beyond these bounds the shifted sigmas leave the range
+  // where the solvers' logarithms and ratios stay finite.
+  double shift(const std::string& key) {
+    const double x = positive_number(key, 1.0);
+    if (!(x >= kMinFlowShift && x <= kMaxFlowShift))
+      fail(key, "a positive number in [0.01, 1000]", describe(key, value(key, 1.0)));
+    return x;
+  }
   std::optional<double> optional_number(const std::string& key) {
     const json v = value(key, nullptr);
     if (v.is_null()) return std::nullopt;
@@ -107,7 +115,8 @@ class FieldReader {
 };
 
 int train_timesteps(FieldReader& r) {
-  return int(r.integer("num_train_timesteps", 1000, 1, 1000000, "a positive integer of at most 1000000"));
+  // One training timestep makes every sigma 1: the solvers divide by zero.
+  return int(r.integer("num_train_timesteps", 1000, 2, 1000000, "a positive integer in [2, 1000000]"));
 }
 
 void parse_unipc(FieldReader& r, SchedulerConfig& cfg) {
@@ -134,7 +143,7 @@ void parse_unipc(FieldReader& r, SchedulerConfig& cfg) {
              r.describe("disable_corrector", v));
   }
   o.solver_order = int(r.integer("solver_order", 2, 1, 2, "1 or 2"));
-  o.flow_shift = r.positive_number("flow_shift", 1.0);
+  o.flow_shift = r.shift("flow_shift");
   o.use_karras_sigmas = r.boolean("use_karras_sigmas", false);
   const std::optional<double> sigma_min = r.optional_number("sigma_min");
   const std::optional<double> sigma_max = r.optional_number("sigma_max");
@@ -162,7 +171,7 @@ void parse_unipc(FieldReader& r, SchedulerConfig& cfg) {
 void parse_flow_match(FieldReader& r, SchedulerConfig& cfg) {
   FlowMatchEulerOptions& o = cfg.flow_match;
   o.num_train_timesteps = train_timesteps(r);
-  o.shift = r.positive_number("shift", 1.0);
+  o.shift = r.shift("shift");
   o.stochastic_sampling = r.boolean("stochastic_sampling", false);
   r.require_bool("use_dynamic_shifting", false, false);
   r.require_bool("invert_sigmas", false, false);
@@ -323,8 +332,9 @@ void apply_overrides(SchedulerConfig& cfg, const SchedulerOverrides& ov) {
                         "linspace(1 - 1/T, 0, N+1), shifted");
   }
   if (ov.flow_shift) {
-    if (!(*ov.flow_shift > 0) || !std::isfinite(*ov.flow_shift))
-      throw Error("scheduler", "flow_shift override: expected a positive number, got " + std::to_string(*ov.flow_shift));
+    if (!(*ov.flow_shift >= kMinFlowShift && *ov.flow_shift <= kMaxFlowShift))
+      throw Error("scheduler", "flow_shift override: expected a number in [0.01, 1000], got " +
+                                   std::to_string(*ov.flow_shift));
     if (cfg.kind == SchedulerKind::unipc_multistep) {
       cfg.unipc.flow_shift = *ov.flow_shift;
     } else {

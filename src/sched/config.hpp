@@ -21,6 +21,12 @@
 
 namespace stepmix::sched {
 
+// The sigma shift (flow_shift / shift, and --flow-shift) stepmix accepts:
+// the Cosmos3 examples use 1 to 17; far outside, the shifted sigmas leave
+// the range where the solvers stay finite.
+inline constexpr double kMinFlowShift = 0.01;
+inline constexpr double kMaxFlowShift = 1000.0;
+
 enum class SchedulerKind { unipc_multistep, flow_match_euler };
 
 // The Diffusers class name ("UniPCMultistepScheduler", ...).

@@ -102,6 +102,11 @@ PromptModel PromptModel::open(const std::string& path) {
   if (present(config_path)) {
     config = read_json_file(config_path, "prompt");
     if (!config.is_object()) throw Error("prompt", config_path + ": expected a JSON object");
+    // With it on, special-token text typed in a prompt would be split into
+    // ordinary tokens; stepmix (as the Cosmos3 tokenizer ships) matches it.
+    if (const auto it = config.find("split_special_tokens"); it != config.end() && !it->is_null() && *it != false)
+      throw Error("prompt", config_path + ": split_special_tokens: expected false or absent (special-token text in a "
+                                          "prompt is matched as the token), got " + it->dump());
   }
   bool default_system = true;
   if (folder.model_root) {

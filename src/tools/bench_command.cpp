@@ -15,7 +15,7 @@ struct BenchCommand {
 
 void run_bench(BenchCommand& c) {
   c.options.runtime = c.runtime.model_options();
-  c.options.request = c.request.to_request();
+  c.options.request = c.request.to_request("bench");
   bench(c.options, stdout);
 }
 
@@ -33,7 +33,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--repeat", o.repeat, "Timed generations per mode")->default_val(3)->check(non_empty());
   cmd->add_option("--warmup", o.warmup, "Untimed generations per mode first")->default_val(1)->check(non_empty());
   cmd->add_flag("--no-peer", o.no_peer, "Skip the PyTorch peer");
-  cmd->add_option("--python", o.python, "Python for the peer")->default_val("/usr/bin/python3");
+  cmd->add_option("--python", o.python, "Python for the peer (default: /usr/bin/python3)");
   cmd->add_option("--peer-script", o.peer_script, "Peer script (default: bench/peer_generate.py)");
   cmd->add_option("--peer-threads", o.peer_threads, "torch threads of the peer")->default_val(2)->check(non_empty());
   cmd->add_option("--peer-dtype", o.peer_dtype, "Peer arithmetic: bf16 (autocast) or fp32")

@@ -15,7 +15,7 @@ struct CompareCommand {
 
 void run_compare(CompareCommand& c) {
   c.options.runtime = c.runtime.model_options();
-  c.options.request = c.request.to_request();
+  c.options.request = c.request.to_request("compare");
   CancelToken cancel;
   with_ctrl_c_cancelling(cancel, [&] { compare(c.options, stdout, &cancel); });
 }

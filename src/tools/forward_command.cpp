@@ -25,11 +25,13 @@ void run_forward(const ForwardOptions& opt) {
   if (opt.precision == "dense") precision = Precision::BF16;
   if (opt.precision == "w8a16") precision = Precision::W8A16;
   if (opt.precision == "w8a8") precision = Precision::W8A8;
+  // The output is checked before anything runs: never one of the inputs.
+  TensorsOutput output(opt.out, {opt.inputs, opt.model_dir});
   Model model = Model::open(opt.model_dir, model_options);
   for (const std::string& warning : model.info().warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   if (!precision) precision = model.info().has_fp8 ? Precision::W8A8 : Precision::BF16;
   const std::vector<NamedTensor> tensors = model.forward_file(opt.inputs, precision, opt.dump_hidden);
-  write_tensors(opt.out, tensors);
+  output.write(tensors);
   std::string summary = "velocity " + shape_string(tensors.front().shape) + " (" +
                         (*precision == Precision::BF16 ? "dense" : std::string(precision_json_name(*precision))) +
                         ") -> " + opt.out;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -40,7 +41,8 @@ uint64_t resolve_seed(const std::optional<std::string>& text, bool& drawn) {
   if (*text == "-1") {
     drawn = true;
     std::random_device device;
-    return (uint64_t(device()) << 32) ^ device();
+    // Below 2^63, so that a batch's seeds s ... s+N-1 never wrap.
+    return ((uint64_t(device()) << 32) ^ device()) >> 1;
   }
   const auto bad = [&] {
     return Error("generate", "--seed: expected an integer in [0, 18446744073709551615] or -1 (a random seed), got '" +
@@ -125,7 +127,7 @@ std::string negative_text(const GenerateRequest& r) {
 
 void run_generate(const GenerateOptions& opt) {
   const ModelOptions model_options = opt.runtime.model_options();
-  GenerateRequest request = opt.request.to_request();
+  GenerateRequest request = opt.request.to_request("generate");
   request.policy = opt.policy.overrides();
   if (opt.no_system_prompt) request.use_system_prompt = false;
   if (opt.noise_file && opt.seed) throw Error("generate", "give --seed or --noise, not both");
@@ -138,6 +140,9 @@ void run_generate(const GenerateOptions& opt) {
   if (opt.no_decode && !opt.save_latents) throw Error("generate", "--no-decode: give --save-latents FILE");
   bool drawn = false;
   const uint64_t first_seed = resolve_seed(opt.seed, drawn);
+  if (first_seed > UINT64_MAX - uint64_t(opt.batch_count - 1))
+    throw Error("generate", "--seed " + std::to_string(first_seed) + " with --batch-count " +
+                                std::to_string(opt.batch_count) + ": the seeds s ... s+N-1 pass 18446744073709551615");
 
   Model model = Model::open(opt.model_dir, model_options);
   for (const auto& w : model.info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
@@ -242,7 +247,7 @@ void run_generate(const GenerateOptions& opt) {
     std::printf("trace: %s\n", trace.c_str());
     std::printf("elapsed: %.2f s (%d steps, %d transformer calls)\n", seconds, plan.steps, result.transformer_calls);
   }
-  if (opt.json_output) std::cout << (opt.batch_count == 1 ? images[0] : images).dump(2) << "\n";
+  if (opt.json_output) std::cout << (opt.batch_count == 1 ? images[0] : images).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
 }
 
 }  // namespace

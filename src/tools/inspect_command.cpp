@@ -23,7 +23,7 @@ void run_inspect_image(const InspectOptions& opt) {
   if (opt.json) {
     nlohmann::ordered_json out = nlohmann::ordered_json::object();
     for (const auto& [key, text] : chunks) out[key] = text;
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return;
   }
   if (chunks.empty()) std::printf("%s: no text chunks\n", opt.image->c_str());

@@ -8,6 +8,7 @@
 
 #include "stepmix/model.hpp"
 #include "commands.hpp"
+#include "options.hpp"
 
 namespace {
 
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
   stepmix::cli::add_vae_command(app);
   stepmix::cli::add_tokenize_command(app);
   stepmix::cli::add_prompt_command(app);
+  stepmix::cli::require_decimal_numbers(app);
   if (const char* opt = empty_assigned_option(argc, argv)) {
     const std::string name(opt, std::string(opt).size() - 1);
     std::fprintf(stderr, "stepmix: %s: empty value (see stepmix --help)\n", one_line(name).c_str());

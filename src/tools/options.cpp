@@ -5,10 +5,10 @@
 namespace stepmix::cli {
 namespace {
 
-std::array<int64_t, 4> parse_latent_shape(const std::string& text) {
+std::array<int64_t, 4> parse_latent_shape(const std::string& text, const char* command) {
   const std::vector<int64_t> s = parse_id_list(text, "--latent-shape");
   if (s.size() != 4)
-    throw Error("generate", "--latent-shape: expected C,T,H,W (four integers), got '" + text + "'");
+    throw Error(command, "--latent-shape: expected C,T,H,W (four integers), got '" + text + "'");
   return {s[0], s[1], s[2], s[3]};
 }
 
@@ -27,15 +27,42 @@ const CLI::Validator& non_empty() {
   return v;
 }
 
-GenerateRequest RequestOptions::to_request() const {
+void require_decimal_numbers(CLI::App& app) {
+  // An integer: an optional sign, then 0 or digits without a leading zero.
+  static const CLI::Validator integer(
+      [](std::string& value) {
+        std::size_t i = (!value.empty() && (value[0] == '-' || value[0] == '+')) ? 1 : 0;
+        const bool digits = i < value.size() && value.find_first_not_of("0123456789", i) == std::string::npos;
+        if (digits && (value[i] != '0' || value.size() == i + 1)) return std::string();
+        return value.empty() ? std::string("empty value") : "expected a decimal integer, got '" + value + "'";
+      },
+      "", "decimal integer");
+  // A real number: anything but a hexadecimal float (0x1p1); the options'
+  // own checks refuse nan and inf with their ranges.
+  static const CLI::Validator real(
+      [](std::string& value) {
+        if (value.empty()) return std::string("empty value");
+        return value.find_first_of("xX") == std::string::npos ? std::string()
+                                                               : "expected a decimal number, got '" + value + "'";
+      },
+      "", "decimal number");
+  for (CLI::Option* option : app.get_options()) {
+    const std::string type = option->get_type_name();
+    if (type == "INT" || type == "UINT") option->check(integer);
+    if (type == "FLOAT") option->check(real);
+  }
+  for (CLI::App* sub : app.get_subcommands({})) require_decimal_numbers(*sub);
+}
+
+GenerateRequest RequestOptions::to_request(const char* command) const {
   GenerateRequest r;
   r.prompt = prompt;
   if (prompt_ids) r.prompt_ids = parse_id_list(*prompt_ids, "--prompt-ids");
   r.negative_prompt = negative_prompt;
   if (negative_prompt_ids) r.negative_prompt_ids = parse_id_list(*negative_prompt_ids, "--negative-prompt-ids");
   if (latent_shape) {
-    if (height || width || frames) throw Error("generate", "--latent-shape conflicts with --height/--width/--frames");
-    r.latent_shape = parse_latent_shape(*latent_shape);
+    if (height || width || frames) throw Error(command, "--latent-shape conflicts with --height/--width/--frames");
+    r.latent_shape = parse_latent_shape(*latent_shape, command);
   }
   r.height = height;
   r.width = width;
@@ -47,8 +74,10 @@ GenerateRequest RequestOptions::to_request() const {
   r.scheduler_config = scheduler_config;
   r.fps = fps;
   if (scheduler && *scheduler != "unipc" && *scheduler != "euler")
-    throw Error("generate", "--scheduler: expected unipc or euler, got '" + *scheduler + "'");
-  if (steps && *steps < 1) throw Error("generate", "--steps: expected an integer >= 1, got " + std::to_string(*steps));
+    throw Error(command, "--scheduler: expected unipc or euler, got '" + *scheduler + "'");
+  if (steps && (*steps < 1 || *steps > kMaxSteps))
+    throw Error(command, "--steps: expected an integer in [1, " + std::to_string(kMaxSteps) + "], got " +
+                             std::to_string(*steps));
   return r;
 }
 

@@ -15,6 +15,9 @@ namespace stepmix::cli {
 
 // Refuses an empty value ("--steps ''"), which CLI11 would treat as not given.
 const CLI::Validator& non_empty();
+// Numeric options of every command of `app` read decimal numbers only:
+// CLI11 alone also takes 0x10 (16), 010 (8, octal) and 0b10 (2).
+void require_decimal_numbers(CLI::App& app);
 
 // Groups of request options (a command adds the ones it takes).
 enum RequestGroups : unsigned {
@@ -38,7 +41,8 @@ struct RequestOptions {
   double fps = kDefaultFps;
 
   // The request these options describe (ids and shapes parsed, checked).
-  GenerateRequest to_request() const;
+  // `command` ("generate", "bench", ...) tags the errors.
+  GenerateRequest to_request(const char* command) const;
 };
 
 // `defaults` names where unset steps/guidance come from, for the help text.

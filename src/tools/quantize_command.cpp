@@ -1,5 +1,6 @@
 // `stepmix quantize --model BF16_DIR --out FP8_DIR`: static "max" calibration
 // over full sampling trajectories, then the ModelOpt tensorwise FP8 layout.
+#include <cstdlib>
 #include <regex>
 
 #include "stepmix/tools.hpp"
@@ -29,10 +30,15 @@ StepPolicy parse_policy_option(const std::string& text) {
 }
 
 void run_quantize(QuantizeCommand& c) {
+  // Calibration runs on the CPU only; a device asked for in the environment
+  // is refused like an unsupported --device, not silently ignored.
+  if (const char* device = std::getenv("STEPMIX_DEVICE"); device && std::string(device) != "cpu")
+    throw Error("quantize", std::string("STEPMIX_DEVICE=") + device +
+                                ": quantize calibrates on the CPU only; unset it or set it to cpu");
   if (c.policy && c.no_policy) throw Error("quantize", "give --policy or --no-policy, not both");
   if (c.no_policy) c.options.policy.reset();
   if (c.policy) c.options.policy = parse_policy_option(*c.policy);
-  c.options.request = c.request.to_request();
+  c.options.request = c.request.to_request("quantize");
   quantize(c.options, stdout);
 }
 

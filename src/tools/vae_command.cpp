@@ -64,9 +64,16 @@ void add_vae_command(CLI::App& app) {
         ->required();
     cmd->add_option("-o,--out", o->decode.out,
                     ".safetensors (tensor 'pixels' F32 [1,3,F,H,W]), .png (an image, or the frames side by side) or .mp4 (H.264)");
-    cmd->add_option("--fps", o->decode.fps, "Frame rate of an .mp4 output")->default_val(24.0);
+    CLI::Option* fps = cmd->add_option("--fps", o->decode.fps, "Frame rate of an .mp4 output")->default_val(24.0);
     cmd->add_option("--frames-dir", o->decode.frames_dir, "Also write every frame as DIR/frame_00000.png, ... (a new folder)");
-    cmd->callback([o] {
+    cmd->callback([o, fps] {
+      const std::string out = o->decode.out.value_or("");
+      const bool mp4 = out.size() > 4 && (out.compare(out.size() - 4, 4, ".mp4") == 0 ||
+                                          out.compare(out.size() - 4, 4, ".MP4") == 0);
+      if (fps->count() > 0 && !mp4)
+        throw Error("vae", "--fps sets the frame rate of an .mp4 --out; " +
+                               (out.empty() ? std::string("there is none") : out + " is not one") +
+                               ", so it would be ignored");
       o->decode.run = o->run("decode");
       vae_decode(o->decode, stdout);
     });

@@ -54,8 +54,10 @@ class Reader {
     std::vector<float> out;
     for (std::size_t i = 0; i < v->size(); ++i) {
       const json& e = (*v)[i];
-      if (!e.is_number() || !std::isfinite(e.get<double>()))
-        fail(key + "[" + std::to_string(i) + "]", "expected a finite number, got " + e.dump());
+      // A channel's normalisation; the bound keeps it finite as a float
+      // (1e39 used to pass as a double, become inf and decode to NaN).
+      if (!e.is_number() || e.is_boolean() || !(std::fabs(e.get<double>()) <= 1e4))
+        fail(key + "[" + std::to_string(i) + "]", "expected a finite number in [-1e4, 1e4], got " + e.dump());
       out.push_back(float(e.get<double>()));
     }
     return out;

@@ -2,6 +2,7 @@
 // the VAE on tensors in its checking files' layout, and straight to pictures
 // and video. Requests are sized from the safetensors headers and refused
 // before a weight is read when they would not fit in memory.
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -56,7 +57,10 @@ std::size_t parse_memory_size(const std::string& text, const std::string& option
   std::size_t end = 0;
   double value = 0;
   try {
-    value = std::stod(text, &end);
+    // Decimal only: stod would also read "0x10" (hexadecimal) and "inf".
+    if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0])) &&
+        text.find_first_of("xXpP") == std::string::npos)
+      value = std::stod(text, &end);
   } catch (...) {
     end = 0;
   }
@@ -112,6 +116,7 @@ void vae_decode(const VaeDecodeOptions& o, std::FILE* out) {
   // The outputs are checked before the weights are read.
   OutputSet set;
   set.add_input("--latent", o.latent);
+  set.add_input("--vae", o.run.vae);
   const vae::DecodeOutputIds ids = vae::declare_decode_outputs(set, outputs, "--out");
   set.validate();
   load.decoder = true;
@@ -156,6 +161,12 @@ void vae_encode(const VaeEncodeOptions& o, std::FILE* out) {
     pixels = t.as<float>();
     shape = t.shape;
     run.input_label = *o.pixels + ": tensor 'pixels'";
+    // The encoder was trained on [-1, 1]; outside it (or NaN) the latent is
+    // meaningless, so the request is refused rather than encoded.
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!(pixels[i] >= -1.0f && pixels[i] <= 1.0f))
+        throw Error("vae", run.input_label + ": element " + std::to_string(i) + " is " + std::to_string(pixels[i]) +
+                               "; expected values in [-1, 1]");
   }
   load.decoder = load.encoder = false;
   const vae::WanVae sizes = vae::WanVae::load(o.run.vae, load);
@@ -166,6 +177,7 @@ void vae_encode(const VaeEncodeOptions& o, std::FILE* out) {
   OutputSet set;
   set.add_input("--pixels", o.pixels.value_or(""));
   set.add_input("--image", o.image.value_or(""));
+  set.add_input("--vae", o.run.vae);
   const OutputSet::Id id = set.add_file("--out", o.out);
   set.validate();
   load.encoder = true;

@@ -50,10 +50,24 @@ TEST_F(CheckpointTest, IndexErrorsNameTheProblem) {
                 .find("weight_map.x: \"\\u0000.safetensors\" contains a NUL character"),
             std::string::npos);
   write_text(index, R"({"weight_map": [1]})");
-  EXPECT_NE(error_of([&] { TensorStore::open_folder(dir_.string()); }).find("weight_map: expected an object"),
+  EXPECT_NE(error_of([&] { TensorStore::open_folder(dir_.string()); }).find("weight_map: expected a non-empty object"),
+            std::string::npos);
+  write_text(index, R"({"weight_map": {}})");
+  EXPECT_NE(error_of([&] { TensorStore::open_folder(dir_.string()); }).find("weight_map: expected a non-empty object"),
             std::string::npos);
   write_text(index, R"({"weight_map": )");
   EXPECT_NE(error_of([&] { TensorStore::open_folder(dir_.string()); }).find("not valid JSON"), std::string::npos);
+}
+
+TEST_F(CheckpointTest, AWeightsFileThatIsNoFileIsAnErrorNotSkipped) {
+  write_safetensors((dir_ / "a.safetensors").string(), {make_tensor_f32("x", {1}, {1})});
+  std::filesystem::create_directory(dir_ / "b.safetensors");
+  std::string e = error_of([&] { TensorStore::open_folder(dir_.string()); });
+  EXPECT_NE(e.find((dir_ / "b.safetensors").string() + ": not a regular file (a directory)"), std::string::npos) << e;
+  std::filesystem::remove(dir_ / "b.safetensors");
+  std::filesystem::create_symlink(dir_ / "gone.safetensors", dir_ / "c.safetensors");
+  e = error_of([&] { TensorStore::open_folder(dir_.string()); });
+  EXPECT_NE(e.find((dir_ / "c.safetensors").string() + ": no such file or directory"), std::string::npos) << e;
 }
 
 TEST_F(CheckpointTest, UnshardedDuplicateAcrossFilesIsRejected) {
@@ -160,6 +174,10 @@ TEST_F(CheckpointTest, HfQuantConfigMustAgreeWithTheTransformerConfig) {
       << open_error();
   write_text(hf, R"({"quant_method": "modelopt"})");
   EXPECT_NE(open_error().find("quant_algo: missing; expected \"FP8\""), std::string::npos) << open_error();
+  write_text(hf, R"({"quant_method": "modelopt", "quant_algo": "FP8", "weight_only": true})");
+  EXPECT_NE(open_error().find("weight_only: expected false or absent (the activations are quantized too), got true"),
+            std::string::npos)
+      << open_error();
   write_text(hf, "[1]");
   EXPECT_NE(open_error().find("expected a JSON object, got array"), std::string::npos) << open_error();
 

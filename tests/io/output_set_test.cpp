@@ -108,6 +108,21 @@ TEST_F(OutputSetTest, CharacterDeviceIsWrittenThroughNeverReplaced) {
   EXPECT_TRUE(S_ISCHR(mode_of(null)));
 }
 
+TEST_F(OutputSetTest, AFailingDeviceLeavesNoFileOutputBehind) {
+  // /dev/full refuses every write; the file output of the same set must not
+  // appear (devices are written before any rename).
+  if (!S_ISCHR(mode_of("/dev/full"))) GTEST_SKIP() << "no /dev/full";
+  OutputSet set;
+  const auto device = set.add_file("--out", "/dev/full");
+  const auto file = set.add_file("--save-latents", (dir_ / "latent.safetensors").string());
+  set.validate();
+  set.stage_file(device, "pixels");
+  set.stage_file(file, "latent");
+  const std::string e = error_of([&] { set.commit(); });
+  EXPECT_NE(e.find("--out /dev/full: write failed: no space left on the device"), std::string::npos) << e;
+  EXPECT_TRUE(entries().empty());  // neither the latent nor a temporary
+}
+
 TEST_F(OutputSetTest, DirectoriesFifosSocketsAndBlockDevicesAreRefusedUpFront) {
   fs::create_directories(dir_ / "folder");
   std::string e = validate_error((dir_ / "folder").string());

@@ -87,6 +87,17 @@ TEST(Sequence, MarginAndPatchSizeAreBounded) {
   EXPECT_NE(error_of(config).find("c.json: unified_3d_mrope_temporal_modality_margin: expected an integer in [0, 16777216]"),
             std::string::npos)
       << error_of(config);
+  // Quoted as written, not wrapped to -1.
+  config = {{"unified_3d_mrope_temporal_modality_margin", UINT64_MAX}};
+  EXPECT_NE(error_of(config).find("expected an integer below 2^63, got 18446744073709551615"), std::string::npos)
+      << error_of(config);
+  // null is not the default (Diffusers passes None through).
+  for (const char* key : {"base_fps", "enable_fps_modulation", "unified_3d_mrope_temporal_modality_margin",
+                          "unified_3d_mrope_reset_spatial_ids", "latent_patch_size"}) {
+    config = {{key, nullptr}};
+    EXPECT_NE(error_of(config).find(std::string("c.json: ") + key + ": expected"), std::string::npos) << key;
+    EXPECT_NE(error_of(config).find("got null"), std::string::npos) << key;
+  }
   config = {{"latent_patch_size", INT64_MAX}};
   EXPECT_NE(error_of(config).find("c.json: latent_patch_size: expected an integer in [1, 16777216]"), std::string::npos);
   config = {{"unified_3d_mrope_temporal_modality_margin", 1 << 24}, {"latent_patch_size", 1 << 24}};

@@ -54,6 +54,18 @@ TEST(Quantization, NewerExporterKeysAreAccepted) {
   const QuantizationInfo info = classify(quant);
   EXPECT_EQ(info.kind, QuantizationKind::ModelOptFp8) << info.reason;
   EXPECT_EQ(info.modules_to_not_convert, (std::vector<std::string>{"time_embedder", "visual"}));
+  EXPECT_TRUE(info.warnings.empty()) << info.warnings.front();
+}
+
+TEST(Quantization, UnknownKeysAreReportedAndExcludeModulesIsAnIgnoreList) {
+  json quant = fp8_quantization_config();
+  quant["future_knob"] = 1;
+  quant["exclude_modules"] = json::array({"lm_head"});
+  const QuantizationInfo info = classify(quant);
+  EXPECT_EQ(info.kind, QuantizationKind::ModelOptFp8) << info.reason;
+  ASSERT_EQ(info.warnings.size(), 1u);
+  EXPECT_EQ(info.warnings[0], std::string(kConfigPath) + ": quantization_config.future_knob: unknown key, ignored");
+  EXPECT_EQ(info.ignore, (std::vector<std::string>{"proj_in", "proj_out", "time_embedder*", "lm_head"}));
 }
 
 TEST(Quantization, Nvfp4IsUnsupported) {
@@ -117,6 +129,14 @@ TEST(Quantization, ConfigGroupsMustBeStatic8BitFloat) {
   EXPECT_EQ(dynamic.kind, QuantizationKind::Unsupported);
   EXPECT_EQ(dynamic.reason, "quantization_config.config_groups.group_0.input_activations.dynamic: expected false "
                             "(static scales), got true");
+  for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{
+           {"strategy", "channel"}, {"strategy", "block"}, {"group_size", 128}, {"block_structure", "128x128"}}) {
+    const QuantizationInfo coarse = classify(group_with("weights", key, value));
+    EXPECT_EQ(coarse.kind, QuantizationKind::Unsupported) << key;
+    EXPECT_NE(coarse.reason.find("config_groups.group_0.weights." + key + ": expected"), std::string::npos)
+        << coarse.reason;
+  }
+  EXPECT_EQ(classify(group_with("weights", "strategy", "tensor")).kind, QuantizationKind::ModelOptFp8);
   json weight_only_group = static_fp8_group();
   weight_only_group.erase("input_activations");
   EXPECT_EQ(classify(quant_with("config_groups", {{"group_0", weight_only_group}})).kind, QuantizationKind::Unsupported);

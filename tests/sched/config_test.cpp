@@ -155,6 +155,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Rejection{"disable_corrector", json::array({0}), "[]"},
                       Rejection{"solver_p", json::object(), "null"},
                       Rejection{"flow_shift", -1.0, "a positive number"},
+                      Rejection{"flow_shift", 1e308, "a positive number in [0.01, 1000]"},
+                      Rejection{"flow_shift", 1e-300, "a positive number in [0.01, 1000]"},
+                      Rejection{"num_train_timesteps", 1, "a positive integer in [2, 1000000]"},
                       Rejection{"flow_shift", "10", "a finite number"},
                       Rejection{"num_train_timesteps", 0, "a positive integer"},
                       Rejection{"timestep_spacing", "karras", "\"linspace\", \"leading\" or \"trailing\""},
@@ -281,6 +284,7 @@ TEST(SchedulerConfigParse, FlowMatchRejections) {
                                                                                {"use_beta_sigmas", true},
                                                                                {"shift_terminal", 0.5},
                                                                                {"shift", 0.0},
+                                                                               {"shift", 1e308},
                                                                                {"flow_shift", 3.0}}) {
     json j = golden_json("flowmatch_euler_shift3.json");
     j[field] = value;

@@ -60,18 +60,24 @@ grep -qF '"classifier": null' "$tmp/c/report.json" || fail "no classifier expect
 
 expect_error out_exists "--out $tmp/a: exists; only a folder stepmix wrote can be replaced" compare "${common[@]}" --out "$tmp/a"
 "$bin" compare "${common[@]}" --out "$tmp/a" --force >/dev/null 2>&1 || fail "--force"
-expect_error zero_seeds "--seeds: expected an integer >= 1" compare "${common[@]}" --seeds 0 --out "$tmp/e"
+expect_error zero_seeds "--seeds: expected an integer in [1, 10000]" compare "${common[@]}" --seeds 0 --out "$tmp/e"
 expect_error bad_policy "--policy: expected first-last:F,L" compare "${common[@]}" --policy 3,3 --out "$tmp/e"
 expect_error twice "is given twice" compare "${common[@]}" --policy first-last:1,1 --out "$tmp/e"
 expect_error no_prompts "no such file" compare "${common[@]}" --prompts "$tmp/none.txt" --out "$tmp/e"
 expect_error bf16_model "has no FP8 Linears" compare "${common[@]}" --model "$g/transformer" --out "$tmp/e"
 expect_error fp8_reference "must be a BF16 checkpoint" compare "${common[@]}" --reference "$g/transformer-fp8" --out "$tmp/e"
 expect_error diff_gain "--diff-gain" compare "${common[@]}" --diff-gain 0 --out "$tmp/e"
+expect_error diff_gain_inf "--diff-gain: expected a number in (0, 1e6], got inf" compare "${common[@]}" --diff-gain 1e999 --out "$tmp/e"
 expect_error bad_activations "--activations: expected f32 or bf16" compare "${common[@]}" --activations fp8 --out "$tmp/e"
 expect_error missing_seeds "--seeds is required" compare --model "$g/transformer-fp8" --prompts "$tmp/prompts.txt" --out "$tmp/e"
 printf 'ids:1,2\tlabel:7\n' >"$tmp/label.txt"
 expect_error label_range "has label 7; the classifier has 2 classes" compare "${common[@]}" --prompts "$tmp/label.txt" \
   --classifier "$tmp/cls" --out "$tmp/e"
+for bad in 'ids:1,2 label:x' 'ids:1,2 label:4x' $'ids:1,2\tlabel:4\tlabel:5'; do
+  printf '%s\n' "$bad" >"$tmp/bad_label.txt"
+  expect_error "label_malformed:$bad" "$tmp/bad_label.txt:1: a label is the last word" compare "${common[@]}" \
+    --prompts "$tmp/bad_label.txt" --out "$tmp/e"
+done
 expect_error classifier_size "--classifier" compare "${common[@]}" --latent-shape 4,1,4,4 --classifier "$tmp/cls" --out "$tmp/e"
 [[ -e $tmp/e ]] && fail "a failed run left $tmp/e"
 ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary report folder was left: $(ls "$tmp")"

@@ -112,6 +112,10 @@ else
   expect_missing generate-vae "$bin" generate --model "$data/vae-model" --prompt-ids 5,9,13 --steps 2 --height 32 \
     --width 48 --out "$tmp/x.png" --device cuda --activations bf16
 fi
+# quantize calibrates on the CPU only: a device in the environment is refused.
+STEPMIX_DEVICE=cuda expect_error quantize-env "STEPMIX_DEVICE=cuda: quantize calibrates on the CPU only" \
+  quantize --model "$g/transformer" --out "$tmp/q"
+[[ ! -e $tmp/q ]] || fail "quantize-env: wrote $tmp/q"
 # The CPU stays the default, and --device says what it accepts.
 "$bin" "${forward[@]}" >/dev/null 2>"$tmp/err" || fail "default device: $(cat "$tmp/err")"
 # A CPU run maps no CUDA library (the runtime is linked statically, cuBLASLt

@@ -62,8 +62,11 @@ out=$("$bin" generate "${big[@]}" --save-latents "$tmp/together.safetensors" 2>"
 grep -q '"cfg_batched": true' <<<"$out" || fail "cfg_batched without a budget: $out"
 grep -q "note: CFG" "$tmp/err" && fail "a note without a reason: $(cat "$tmp/err")"
 cmp -s "$tmp/apart.safetensors" "$tmp/together.safetensors" || fail "one pass at a time changed the latents"
-out=$("$bin" generate "${common[@]}" --steps 1 --guidance 1 --json --save-latents "$tmp/no-cfg.safetensors") ||
-  fail "guidance 1"
+# Without CFG a negative prompt has no pass to go to: refused, not dropped.
+expect_error negative_without_cfg "--negative-prompt-ids: guidance 1 runs no unconditional pass" generate \
+  "${common[@]}" --steps 1 --guidance 1 --save-latents "$tmp/no-cfg.safetensors"
+out=$("$bin" generate --model "$g/transformer-fp8" --prompt-ids 28,93,12,50,83,45,72,55,80,64,77,94,95 \
+  --latent-shape 4,1,6,8 --steps 1 --guidance 1 --json --save-latents "$tmp/no-cfg.safetensors") || fail "guidance 1"
 grep -q '"cfg_batched": false' <<<"$out" || fail "cfg_batched without CFG: $out"
 # A request that cannot fit in memory is refused before sampling, with the estimate.
 STEPMIX_MEMORY_LIMIT_MIB=1 expect_error too_large "does not fit in memory: needs" generate "${common[@]}" --steps 2
@@ -90,7 +93,10 @@ expect_error no_tokenizer "give token ids instead (--prompt-ids" generate --mode
   --latent-shape 4,1,6,8
 expect_error bad_shape "--latent-shape" generate "${common[@]}" --latent-shape 3,1,6,8
 expect_error bad_ids "--prompt-ids" generate --model "$g/transformer-fp8" --prompt-ids 1,x --latent-shape 4,1,6,8
-expect_error id_range "" generate --model "$g/transformer-fp8" --prompt-ids 1,96 --latent-shape 4,1,6,8 --guidance 1
+expect_error id_range "--prompt-ids: id 96 (position 1) is outside the vocabulary [0, 96)" generate \
+  --model "$g/transformer-fp8" --prompt-ids 1,96 --latent-shape 4,1,6,8 --guidance 1
+expect_error negative_id_range "--negative-prompt-ids: id 9999999 (position 0)" generate --model "$g/transformer-fp8" \
+  --prompt-ids 1,2 --negative-prompt-ids 9999999,2 --latent-shape 4,1,6,8 --guidance 3
 expect_error noise_shape "tensor 'noise' must be F32 [1, 4, 1, 4, 4]" generate "${common[@]}" --latent-shape 4,1,4,4 \
   --noise "$g/trajectory/inputs.safetensors"
 

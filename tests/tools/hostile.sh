@@ -303,6 +303,11 @@ os.makedirs(os.path.join(tmp, "dir_scheduler_fifo", "scheduler"))
 os.mkfifo(os.path.join(tmp, "dir_scheduler_fifo", "scheduler", "scheduler_config.json"))
 model_dir("dir_defaults", {"model_index.json": '{"stepmix": {"height": "tall", "width": 8}}'})
 model_dir("dir_defaults_huge", {"model_index.json": '{"stepmix": {"height": 1e300, "width": 8}}'})
+model_dir("dir_defaults_typo", {"model_index.json": '{"stepmix": {"nun_inference_steps": 50}}'})
+model_dir("dir_index_array", {"model_index.json": '[1, 2]'})
+model_dir("dir_index_vae", {"model_index.json": '{"vae": ["diffusers", "AutoencoderKLWan"]}'})
+model_dir("dir_vae_dangling", {})
+os.symlink(os.path.join(tmp, "nowhere"), os.path.join(tmp, "dir_vae_dangling", "vae"))
 
 # --- checkpoint content that would change the model, refused (fail closed) -------
 def hole(h, d):
@@ -491,6 +496,17 @@ gen defaults "$tmp/dir_defaults/model_index.json: stepmix.height" "expected an i
   "${ids[@]}"
 gen defaults_huge "$tmp/dir_defaults_huge/model_index.json: stepmix.height" "expected an integer in [1, 16384], got 1e+300" \
   --model "$tmp/dir_defaults_huge" "${ids[@]}"
+gen defaults_typo "$tmp/dir_defaults_typo/model_index.json: stepmix.nun_inference_steps" "no such field" \
+  --model "$tmp/dir_defaults_typo" "${ids[@]}"
+gen index_array "$tmp/dir_index_array/model_index.json" "expected a JSON object, got array" \
+  --model "$tmp/dir_index_array" "${ids[@]}"
+gen index_vae "$tmp/dir_index_vae/model_index.json: vae" "$tmp/dir_index_vae/vae does not exist" \
+  --model "$tmp/dir_index_vae" "${ids[@]}"
+gen vae_dangling "$tmp/dir_vae_dangling/vae" "no such file or directory" --model "$tmp/dir_vae_dangling" "${ids[@]}"
+# inspect refuses what a run would (it used to pass these and exit 0).
+inspect dir_scheduler "$tmp/dir_scheduler/scheduler/scheduler_config.json" "solver_order: expected 1 or 2, got 3"
+inspect dir_tokenizer "$tmp/dir_tokenizer/text_tokenizer/tokenizer.json" "model.type: \"Unigram\" is not supported"
+inspect dir_defaults_typo "$tmp/dir_defaults_typo/model_index.json: stepmix.nun_inference_steps" "no such field"
 
 # checkpoint content that would change the model (accepted and ignored before)
 inspect st_hole "$tmp/st_hole/$st" "(after the last tensor) belong to no tensor"

@@ -114,6 +114,33 @@ if [[ -f "$tmp/noise_copy.safetensors" ]]; then
   [[ $(sha256sum "$tmp/noise_copy.safetensors") == "$before" ]] || fail "out_is_input: the noise file changed"
 fi
 gen batch_no_pattern "--out" "%d" "${small[@]}" "${x[@]}" --batch-count 3
+gen batch_seed_wraps "--seed" "18446744073709551615" "${small[@]}" --batch-count 2 --seed 18446744073709551615 \
+  --out "$o/w%d.safetensors"
+
+# No command writes over a file of the model it reads (its config, shards,
+# VAE) or over its own input: copies, so that a failed check destroys nothing.
+cp -r "$fp8" "$tmp/fp8_copy"
+cp -r "$data/golden/wan22-vae-tiny/vae" "$tmp/vae_copy"
+cp "$golden/forward/image.safetensors" "$tmp/case_copy.safetensors"
+snapshot() { find "$tmp/fp8_copy" "$tmp/vae_copy" "$tmp/case_copy.safetensors" -type f -exec sha256sum {} + | sort; }
+before=$(snapshot)
+expect_rejected forward_over_inputs "$tmp/case_copy.safetensors" "is the same file as the input" forward \
+  --model "$tmp/fp8_copy" --inputs "$tmp/case_copy.safetensors" --out "$tmp/case_copy.safetensors"
+expect_rejected forward_over_weights "$tmp/fp8_copy/diffusion_pytorch_model.safetensors" "is the same file as the input" \
+  forward --model "$tmp/fp8_copy" --inputs "$tmp/case_copy.safetensors" --out "$tmp/fp8_copy/diffusion_pytorch_model.safetensors"
+expect_rejected forward_png "--out $o/f.png" "expected .safetensors" forward --model "$tmp/fp8_copy" \
+  --inputs "$tmp/case_copy.safetensors" --out "$o/f.png"
+expect_rejected generate_over_config "$tmp/fp8_copy/config.json" "is the same file as the input" generate \
+  --model "$tmp/fp8_copy" "${ids[@]}" "${small[@]}" --out "$o/x.safetensors" --save-latents "$tmp/fp8_copy/config.json"
+expect_rejected bench_over_config "--json $tmp/fp8_copy/config.json" "is the same file as the input" bench \
+  --model "$tmp/fp8_copy" "${ids[@]}" --latent-shape 4,1,4,4 --steps 2 --no-peer --json "$tmp/fp8_copy/config.json"
+expect_rejected vae_encode_over_weights "$tmp/vae_copy/diffusion_pytorch_model.safetensors" \
+  "is the same file as the input" vae encode --vae "$tmp/vae_copy" \
+  --pixels "$data/golden/wan22-vae-tiny/encode/image.safetensors" --out "$tmp/vae_copy/diffusion_pytorch_model.safetensors"
+expect_rejected vae_decode_over_weights "$tmp/vae_copy/diffusion_pytorch_model.safetensors" \
+  "is the same file as the input" vae decode --vae "$tmp/vae_copy" \
+  --latent "$data/golden/wan22-vae-tiny/decode/image.safetensors" --out "$tmp/vae_copy/diffusion_pytorch_model.safetensors"
+[[ $(snapshot) == "$before" ]] || fail "an output check let a model or input file change"
 nothing_written outputs
 
 # --- what runs ----------------------------------------------------------------
@@ -152,6 +179,25 @@ printf 'ids:28,93,12,50\n' >"$tmp/qprompts.txt"
 expect_rejected quantize_no_tokenizer "$tmp/qmodel" "--negative-prompt-ids" quantize --model "$tmp/qmodel" \
   --calib-prompts "$tmp/qprompts.txt" --latent-shape 4,1,4,4 --steps 2 --out "$o/q"
 [[ -e $o/q ]] && fail "quantize_no_tokenizer: wrote $o/q"
+
+# A config warning is printed once (it used to come twice from a run).
+cp -r "$fashion" "$tmp/warn_model"
+/usr/bin/python3 - "$tmp/warn_model/transformer/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["future_knob"] = 1
+json.dump(c, open(sys.argv[1], "w"))
+PY
+expect_ok warning_once "trace:" generate -m "$tmp/warn_model" -p "a boot" --steps 2 -o $o/warn.png
+[[ $(grep -c 'future_knob: unknown key' "$tmp/err") -eq 1 ]] || fail "warning_once: $(cat "$tmp/err")"
+
+# Numbers are decimal: CLI11 alone reads 010 as 8 and 0x10 as 16.
+gen steps_octal "--steps" "expected a decimal integer, got '010'" "${small[@]}" "${x[@]}" --steps 010
+gen height_hex "--height" "expected a decimal integer, got '0x1c'" --steps 2 -H 0x1c -W 28 "${x[@]}"
+gen guidance_hex "--guidance" "expected a decimal number, got '0x1p1'" "${small[@]}" "${x[@]}" --guidance 0x1p1
+
+# A JSON answer carries a path that is not UTF-8 (replaced), after the run.
+expect_ok non_utf8_path '"trace"' generate -m "$fashion" -p "a boot" --steps 2 -o "$o/j"$'\xff'".png" --json
 
 # Threads change the speed, never the bits.
 expect_ok threads_1 "trace:" generate -m "$fashion" -p "a boot" --steps 3 -t 1 -o $o/t1.png

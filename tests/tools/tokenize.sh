@@ -198,5 +198,10 @@ PY
 expect_rejected no_template "$tmp/no_template/tokenizer.json" "without a chat template" prompt --model "$tmp/no_template" --prompt a
 cp "$tok/chat_template.jinja" "$tmp/no_template/" && echo >>"$tmp/no_template/chat_template.jinja"
 expect_rejected unknown_template "$tmp/no_template/chat_template.jinja" "unknown chat template" prompt --model "$tmp/no_template" --prompt a
+mkdir -p "$tmp/split"
+cp "$tiny"/* "$tmp/split/"
+echo '{"eos_token": "<|im_end|>", "split_special_tokens": true}' >"$tmp/split/tokenizer_config.json"
+expect_rejected split_special "$tmp/split/tokenizer_config.json: split_special_tokens" "expected false or absent" \
+  prompt --model "$tmp/split" --prompt a
 
 finish tokenize

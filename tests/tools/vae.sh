@@ -59,6 +59,8 @@ expect_ok decode-frames-dir "and $tmp/frames" \
   vae decode --vae "$vae" --latent "$vae_golden/decode/video.safetensors" --out "$tmp/video2.mp4" --frames-dir "$tmp/frames"
 [[ $(ls "$tmp/frames" | grep -c '^frame_0000[0-8]\.png$') -eq 9 ]] || fail "decode-frames-dir: expected 9 frames"
 [[ $(png_size "$tmp/frames/frame_00008.png") == 96x64 ]] || fail "decode-frames-dir: frame size"
+expect_rejected fps-without-mp4 "--fps" "$tmp/fps.png is not one, so it would be ignored" \
+  vae decode --vae "$vae" --latent "$vae_golden/decode/image.safetensors" --out "$tmp/fps.png" --fps 30
 expect_rejected frames-dir-exists "$tmp/frames" "exists; expected a path that does not exist" \
   vae decode --vae "$vae" --latent "$vae_golden/decode/video.safetensors" --out "$tmp/video3.mp4" --frames-dir "$tmp/frames"
 [[ ! -e $tmp/video3.mp4 ]] || fail "frames-dir-exists: the video was written anyway"
@@ -129,12 +131,26 @@ sed 's/"z_dim": 48/"z_dim": 16/' "$vae/config.json" >"$tmp/bad-vae/config.json"
 expect_rejected bad-config "$tmp/bad-vae/config.json" "z_dim: expected 48" \
   vae decode --vae "$tmp/bad-vae" --latent "$latent" --out "$out"
 
+/usr/bin/python3 - "$vae_golden/encode/image.safetensors" "$tmp/bright.safetensors" <<'PY' || fail "could not build the out-of-range pixels"
+import json, struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", data[:8])[0]
+begin = 8 + n + json.loads(data[8:8 + n])["pixels"]["data_offsets"][0]
+data[begin + 12:begin + 16] = struct.pack("<f", 2.0)  # element 3
+open(sys.argv[2], "wb").write(bytes(data))
+PY
+expect_rejected encode-out-of-range "$tmp/bright.safetensors: tensor 'pixels'" "element 3 is 2.000000; expected values in [-1, 1]" \
+  vae encode --vae "$vae" --pixels "$tmp/bright.safetensors" --out "$out"
 expect_rejected encode-frames "$tmp/two-frames.safetensors" "expected 1 + 4k frames" \
   vae encode --vae "$vae" --pixels "$tmp/two-frames.safetensors" --out "$out"
 expect_rejected encode-size "$tmp/size24.safetensors" "multiples of 16, got 32x24" \
   vae encode --vae "$vae" --pixels "$tmp/size24.safetensors" --out "$out"
-expect_rejected encode-not-png "$latent" "" \
+expect_rejected encode-not-png "$latent" "not a PNG file (no PNG signature)" \
   vae encode --vae "$vae" --image "$latent" --out "$out"
+head -c 100 "$tmp/image.png" >"$tmp/truncated.png"
+expect_rejected encode-truncated-png "$tmp/truncated.png" "not a valid PNG" \
+  vae encode --vae "$vae" --image "$tmp/truncated.png" --out "$out"
+expect_rejected encode-png-folder "$tmp" "not a regular file" vae encode --vae "$vae" --image "$tmp" --out "$out"
 samples=$(dirname "$0")/../../models/fashion-cosmos3-bf16/samples.png
 expect_rejected encode-png-size "$samples" "image of 604x604: expected width and height multiples of 16" \
   vae encode --vae "$vae" --image "$samples" --out "$out"

@@ -77,6 +77,8 @@ const Rule kRules[] = {
     {"base_dim", [](json& c) { c["base_dim"] = "8"; }, "base_dim: expected an integer"},
     {"latents_mean_count", [](json& c) { c["latents_mean"].erase(0); }, "latents_mean: expected a list of 48 numbers"},
     {"latents_mean_value", [](json& c) { c["latents_mean"][5] = "x"; }, "latents_mean[5]: expected a finite number"},
+    {"latents_mean_huge", [](json& c) { c["latents_mean"][0] = 1e39; }, "latents_mean[0]: expected a finite number in [-1e4, 1e4], got 1e+39"},
+    {"latents_std_huge", [](json& c) { c["latents_std"][2] = 1e300; }, "latents_std[2]: expected a finite number in [-1e4, 1e4]"},
     {"latents_std_positive", [](json& c) { c["latents_std"][3] = 0.0; }, "latents_std[3]: expected a positive number"},
     {"latents_std_missing", [](json& c) { c.erase("latents_std"); }, "latents_std: missing"},
     {"dropout", [](json& c) { c["dropout"] = "none"; }, "dropout: expected a number"},
