@@ -82,7 +82,8 @@ std::optional<MlpClassifier> find_classifier(const CompareOptions& opt, int64_t 
 
 // Fills the staged report folder; the caller's commit() puts it in place.
 void write_report(const fs::path& folder, const CompareSetup& setup, const CompareRun& run, const json& report) {
-  write_file_atomic((folder / "report.json").string(), report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  write_file_atomic((folder / "report.json").string(),
+                    report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   write_file_atomic((folder / "report.md").string(), compare_report_markdown(report));
   write_png((folder / "grid.png").string(), compare_grid(setup, run));
   write_png((folder / "step_error.png").string(), step_error_plot(report));

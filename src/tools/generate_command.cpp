@@ -247,7 +247,9 @@ void run_generate(const GenerateOptions& opt) {
     std::printf("trace: %s\n", trace.c_str());
     std::printf("elapsed: %.2f s (%d steps, %d transformer calls)\n", seconds, plan.steps, result.transformer_calls);
   }
-  if (opt.json_output) std::cout << (opt.batch_count == 1 ? images[0] : images).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+  if (opt.json_output)
+    std::cout << (opt.batch_count == 1 ? images[0] : images).dump(2, ' ', false, json::error_handler_t::replace)
+              << "\n";
 }
 
 }  // namespace

@@ -126,6 +126,18 @@ TEST_F(CheckpointTest, DirectoryErrors) {
   write_safetensors((dir_ / "a.safetensors").string(), {make_tensor_f32("x", {1}, {1})});
   const std::string msg = error_of([&] { ModelDirectory::open(dir_.string()); });
   EXPECT_NE(msg.find("config.json: not valid JSON"), std::string::npos) << msg;
+  // A transformer/ that is there but unusable says why.
+  const fs::path model = dir_ / "model";
+  fs::create_directories(model / "transformer");
+  fs::create_symlink("config.json", model / "transformer" / "config.json");  // a loop
+  std::string e = error_of([&] { ModelDirectory::open(model.string()); });
+  EXPECT_NE(e.find("(" + (model / "transformer" / "config.json").string() + ": too many levels of symbolic links)"),
+            std::string::npos)
+      << e;
+  fs::remove(model / "transformer" / "config.json");
+  write_text(model / "transformer" / "config.json", "{}");
+  e = error_of([&] { ModelDirectory::open(model.string()); });
+  EXPECT_NE(e.find("(" + (model / "transformer").string() + ": no *.safetensors file)"), std::string::npos) << e;
 }
 
 TEST_F(CheckpointTest, OptionalSideFilesThatAreNotRegularFilesAreErrors) {

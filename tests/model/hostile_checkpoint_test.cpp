@@ -110,14 +110,17 @@ TEST_F(HostileCheckpointTest, QuantizationDeclarationMustMatchTheWeights) {
             std::string::npos)
       << e;
   fs::remove_all(dir_);
-  dir = fp8_copy("", 0, [](json& c) { c["quantization_config"]["modules_to_not_convert"] = {"visual", "mlp_moe_gen"}; });
+  dir = fp8_copy("", 0, [](json& c) {
+    c["quantization_config"]["modules_to_not_convert"] = {"visual", "mlp_moe_gen"};
+  });
   e = load_error(dir);
   EXPECT_NE(e.find("quantization_config.modules_to_not_convert: 'mlp_moe_gen' keeps layers.0.mlp_moe_gen."),
             std::string::npos)
       << e;
   fs::remove_all(dir_);
   // Globs that name no FP8 module are fine (the shipped list).
-  EXPECT_EQ(load_error(fp8_copy("", 0, [](json& c) { c["quantization_config"]["ignore"].push_back("*lm_head*"); })), "");
+  EXPECT_EQ(load_error(fp8_copy("", 0, [](json& c) { c["quantization_config"]["ignore"].push_back("*lm_head*"); })),
+            "");
 }
 
 // A tensor no module reads means the file and the config describe different
