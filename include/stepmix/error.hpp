@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -46,6 +47,14 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(visible(message)) {}
   Error(const std::string& component, const std::string& message)
       : std::runtime_error("[" + component + "] " + visible(message)) {}
+
+  // A number as a message quotes it: "%g" (1e-07, 0.5, 1000, inf), where
+  // std::to_string would print 1e-07 as 0.000000.
+  static std::string number(double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    return text;
+  }
 
   // Messages quote names and values from files, which may hold anything.
   // what() must stay one harmless line on a terminal: control characters

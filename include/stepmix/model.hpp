@@ -329,12 +329,12 @@ class GenerationOutputs {
 std::vector<std::pair<std::string, std::string>> read_png_metadata(const std::string& path);
 
 // An F32 safetensors output (forward's --out), checked when made: a
-// .safetensors name (or a character device), not one of `inputs` (files, or
-// folders whose files it must not replace). write() stages it under a
-// temporary name and renames it into place.
+// .safetensors name (or a character device), not one of `inputs` ({option,
+// path}: files, or folders whose files it must not replace). write() stages
+// it under a temporary name and renames it into place.
 class TensorsOutput {
  public:
-  TensorsOutput(const std::string& path, const std::vector<std::string>& inputs);
+  TensorsOutput(const std::string& path, const std::vector<std::pair<std::string, std::string>>& inputs);
   ~TensorsOutput();
   void write(const std::vector<NamedTensor>& tensors);
 

@@ -138,7 +138,8 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   if (opt.no_peer && (opt.python || opt.peer_script))
     throw Error("bench", "--no-peer runs no peer: --python and --peer-script would be ignored");
   if (opt.python && access(opt.python->c_str(), X_OK) != 0)
-    throw Error("bench", "--python " + *opt.python + ": " + errno_phrase(errno) + " (expected an executable)");
+    throw Error("bench", "--python " + *opt.python + ": " + errno_phrase(errno) +
+                             " (expected the path of an executable, e.g. /usr/bin/python3)");
   if (opt.peer_script && !fs::is_regular_file(*opt.peer_script))
     throw Error("bench", "--peer-script " + *opt.peer_script + ": not a regular file");
   const std::string python = opt.python.value_or("/usr/bin/python3");

@@ -141,7 +141,7 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
   if (opt.request.steps && *opt.request.steps < 1)
     throw Error("compare", "--steps: expected an integer >= 1, got " + std::to_string(*opt.request.steps));
   if (!(opt.diff_gain > 0) || !(opt.diff_gain <= 1e6))
-    throw Error("compare", "--diff-gain: expected a number in (0, 1e6], got " + std::to_string(opt.diff_gain));
+    throw Error("compare", "--diff-gain: expected a number in (0, 1e6], got " + Error::number(opt.diff_gain));
   if (opt.request.negative_prompt && opt.request.negative_prompt_ids)
     throw Error("compare", "give --negative-prompt or --negative-prompt-ids, not both");
   std::set<std::string> seen;

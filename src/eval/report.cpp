@@ -91,9 +91,10 @@ std::vector<ComparePrompt> read_compare_prompts(const std::string& path, const P
         body = m[1];
         p.label = std::stoi(m[2]);
       }
-      // "label:" anywhere else is a label the user meant but mistyped
-      // ("label:x", "label:4x", two labels): refused rather than read as text.
-      static const std::regex stray_label(R"((^|\s)label:)");
+      // A last word "label:..." that is no label is one the user meant but
+      // mistyped ("label:x", "label:4x", two labels): refused rather than
+      // read as prompt text ("a bag with a label: sale" is text).
+      static const std::regex stray_label(R"((^|\s)label:\S*$)");
       if (std::regex_search(body, stray_label))
         throw Error("compare", where + ": a label is the last word, written label:K with K a class index "
                                        "(0-999999), after whitespace; got '" + line + "'");

@@ -117,6 +117,13 @@ TensorStore TensorStore::open_folder(const std::string& folder, const Safetensor
                                     ", which does not hold it");
     store.index_.emplace(name, view);
   }
+  // So would a whole shard the index does not name.
+  for (const std::string& path : list_files(folder, ".safetensors")) {
+    const std::string name = fs::path(path).filename().string();
+    if (!shards.count(name))
+      throw Error("checkpoint", index_path + ": " + path + " is not named in weight_map; every *.safetensors file "
+                                             "of the folder must be a shard of the index");
+  }
   // A tensor the index does not list would be silently invisible: refuse it.
   for (const auto& file : store.files_)
     for (const auto& [name, view] : file->tensors()) {
@@ -302,12 +309,14 @@ ModelDirectory ModelDirectory::open(const std::string& path) {
                                   std::string(dir.model_index.type_name()));
       // A component it declares ([library, class]; [null, null] is none)
       // must be there.
-      for (const char* component : {"vae", "scheduler"}) {
+      for (const auto& [component, config] :
+           {std::pair{"vae", "config.json"}, std::pair{"scheduler", "scheduler_config.json"}}) {
         const auto it = dir.model_index.find(component);
         if (it == dir.model_index.end() || !it->is_array() || it->empty() || (*it)[0].is_null()) continue;
-        if (!fs::is_directory(root / component))
+        const fs::path needed = root / component / config;
+        if (!fs::is_regular_file(needed))
           throw Error("checkpoint", *dir.model_index_path + ": " + component + ": declares " + it->dump() + ", but " +
-                                        (root / component).string() + " does not exist");
+                                        needed.string() + " does not exist");
       }
     }
     dir.scheduler_config_path = optional_file(root / "scheduler" / "scheduler_config.json");

@@ -147,21 +147,27 @@ void OutputSet::discard_staged() noexcept {
 void OutputSet::add_input(const std::string& label, const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return;
-  inputs_.push_back({label, path, real_path(path).value_or(path), st.st_dev, st.st_ino});
+  inputs_.push_back({label, path, real_path(path).value_or(path), st.st_dev, st.st_ino, ""});
   if (!S_ISDIR(st.st_mode)) return;
-  // A model folder: every file in it is an input (its config, shards,
-  // tokenizer, VAE). Links to folders are not followed; a model has a few
-  // dozen files, the bound only keeps a wrong folder from taking long.
-  constexpr int kMaxFiles = 100000, kMaxDepth = 4;
+  // A model folder: the files its loaders read (config, shards, index,
+  // tokenizer, chat template, scheduler, VAE, calibration prompts). Linked
+  // folders are followed (the depth bound ends a link loop); a model has a
+  // few dozen files, the count bound only keeps a wrong folder from taking long.
+  constexpr int kMaxFiles = 100000, kMaxDepth = 3;
   namespace fs = std::filesystem;
+  const auto read_by_stepmix = [](const fs::path& p) {
+    const std::string ext = p.extension().string();
+    return ext == ".json" || ext == ".safetensors" || ext == ".jinja" || ext == ".txt";
+  };
   std::error_code ec;
-  fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec);
+  fs::recursive_directory_iterator it(
+      path, fs::directory_options::skip_permission_denied | fs::directory_options::follow_directory_symlink, ec);
   for (int files = 0; !ec && it != fs::recursive_directory_iterator() && files < kMaxFiles; it.increment(ec)) {
     if (it.depth() >= kMaxDepth) it.disable_recursion_pending();
     struct stat file {};
     const std::string file_path = it->path().string();
-    if (::stat(file_path.c_str(), &file) != 0 || !S_ISREG(file.st_mode)) continue;
-    inputs_.push_back({label, file_path, real_path(file_path).value_or(file_path), file.st_dev, file.st_ino});
+    if (!read_by_stepmix(it->path()) || ::stat(file_path.c_str(), &file) != 0 || !S_ISREG(file.st_mode)) continue;
+    inputs_.push_back({label, file_path, real_path(file_path).value_or(file_path), file.st_dev, file.st_ino, path});
     ++files;
   }
 }
@@ -301,7 +307,11 @@ void OutputSet::check_duplicates_and_inputs() const {
     const Output& a = *outputs_[i];
     for (const Input& in : inputs_) {
       if (a.exists && a.dev == in.dev && a.ino == in.ino)
-        fail(a.label, a.path, "is the same file as the input " + in.label + " " + in.path + "; choose another output");
+        fail(a.label, a.path,
+             in.folder.empty()
+                 ? "is the same file as the input " + in.label + " " + in.path + "; choose another output"
+                 : "is the same file as " + in.path + ", which stepmix reads from the input " + in.label + " " +
+                       in.folder + "; choose another output");
       if (a.kind == Kind::Folder && a.exists && in.resolved.rfind(a.resolved + "/", 0) == 0)
         fail(a.label, a.path, "holds the input " + in.label + " " + in.path + ", so it cannot be replaced");
     }

@@ -65,9 +65,11 @@ class OutputSet {
   OutputSet& operator=(const OutputSet&) = delete;
 
   // An input the outputs must not overwrite (checkpoint shards, --noise, the
-  // prompts file); a folder (a model) adds every file below it. A path that
-  // does not exist is ignored (its reader reports it). `label` names it in
-  // messages.
+  // prompts file). A folder (a model) adds every file below it that stepmix
+  // reads (*.json, *.safetensors, *.jinja, *.txt), through linked folders
+  // too (a vae/ that links elsewhere); what a run wrote there (a preview
+  // PNG) stays replaceable. A path that does not exist is ignored (its
+  // reader reports it). `label` names it in messages.
   void add_input(const std::string& label, const std::string& path);
   // A file output. `label` names it in messages ("--out"; may be empty).
   Id add_file(const std::string& label, const std::string& path);
@@ -103,6 +105,7 @@ class OutputSet {
     std::string label, path, resolved;
     dev_t dev;
     ino_t ino;
+    std::string folder;  // the folder input it was found in; empty for one given itself
   };
   Output& validated(Id id, bool folder);
   void check_duplicates_and_inputs() const;

@@ -14,7 +14,6 @@
 #include "quant/governed.hpp"
 #include "stepmix/model.hpp"
 #include "text/prompt_model.hpp"
-#include "vae/vae.hpp"
 
 namespace stepmix {
 namespace {
@@ -70,11 +69,10 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
   // scheduler, the VAE's config and tensors, the tokenizer and the defaults.
   (void)read_sequence_settings(dir.config, dir.config_path);
   (void)scheduler_config_for({}, dir, false);
-  if (const auto vae_folder = vae_folder_of(dir)) {
-    vae::VaeOptions headers;
-    headers.decoder = headers.encoder = false;  // checked and sized, not read
-    (void)vae::WanVae::load(*vae_folder, headers);
-  }
+  // The VAE's config and tensor headers, and its channels against the
+  // transformer's (weights checked and sized, not read).
+  if (const auto vae_folder = vae_folder_of(dir))
+    (void)VaeStage(*vae_folder, checked.config.latent_channel, ActivationDType::F32, Device::Cpu);
   if (dir.tokenizer_path) (void)text::PromptModel::open(dir.root);
   const ModelDefaults defaults = read_model_defaults(dir);
   // The same number of steps generate would run for this model.

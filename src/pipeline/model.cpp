@@ -174,7 +174,7 @@ void check_request_values(const GenerateRequest& r, int steps, double guidance, 
   if (!std::isfinite(r.fps) || !(r.fps > 0) || r.fps > 1000)
     throw Error("generate", "--fps: expected a finite number in (0, 1000], got " + std::to_string(r.fps));
   if (r.flow_shift && !(*r.flow_shift >= sched::kMinFlowShift && *r.flow_shift <= sched::kMaxFlowShift))
-    throw Error("generate", "--flow-shift: expected a number in [0.01, 1000], got " + std::to_string(*r.flow_shift));
+    throw Error("generate", "--flow-shift: expected a number in [0.01, 1000], got " + Error::number(*r.flow_shift));
   if (r.frames && (*r.frames < 1 || *r.frames > kMaxFrames))
     throw Error("generate", "--frames: expected an integer in [1, " + std::to_string(kMaxFrames) + "], got " +
                                 std::to_string(*r.frames));

@@ -191,9 +191,9 @@ struct TensorsOutput::Impl {
   std::string path;
 };
 
-TensorsOutput::TensorsOutput(const std::string& path, const std::vector<std::string>& inputs)
+TensorsOutput::TensorsOutput(const std::string& path, const std::vector<std::pair<std::string, std::string>>& inputs)
     : impl_(std::make_unique<Impl>()) {
-  for (const std::string& input : inputs) impl_->set.add_input("input", input);
+  for (const auto& [option, input] : inputs) impl_->set.add_input(option, input);
   impl_->id = impl_->set.add_file("--out", path);
   impl_->path = path;
   impl_->set.validate();

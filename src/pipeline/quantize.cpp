@@ -248,7 +248,8 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
   check_guidance_value(c.guidance, "quantize", "--guidance");
   c.fps = r.fps;
   c.scheduler_config = r.scheduler_config;
-  const int64_t channels = parse_cosmos3_config(dir.config, dir.config_path).config.latent_channel;
+  const Cosmos3Config transformer_config = parse_cosmos3_config(dir.config, dir.config_path).config;
+  const int64_t channels = transformer_config.latent_channel;
   const GeometryRequest geometry{r.latent_shape, r.height, r.width, r.frames};
   c.latent_shape = latent_shape_for(geometry, dir, channels, defaults);
   const PromptGeometry prompt_geometry = prompt_geometry_for(geometry, c.latent_shape, dir, r.fps, r.use_system_prompt);
@@ -261,6 +262,13 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
     throw Error("quantize", dir.root + " has no text_tokenizer/tokenizer.json: give the unconditional prefix with "
                                        "--negative-prompt-ids and the calibration prompts as ids:1,2,3 lines");
   c.prompts = read_calibration_prompts(prompts_file, encoder, prompt_geometry);
+  // Ids beyond the embedding table, named by prompt before any step runs.
+  for (std::size_t p = 0; p < c.prompts.size(); ++p)
+    for (int64_t id : c.prompts[p])
+      if (id < 0 || id >= transformer_config.vocab_size)
+        throw Error("quantize", prompts_file + ": prompt " + std::to_string(p + 1) + ": id " + std::to_string(id) +
+                                    " is outside the vocabulary [0, " + std::to_string(transformer_config.vocab_size) +
+                                    ") of " + dir.config_path);
   if (cfg)
     c.negative_prompt =
         r.negative_prompt_ids

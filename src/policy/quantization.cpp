@@ -97,9 +97,11 @@ std::optional<std::string> modelopt_fp8_problem(const json& quant_config, Quanti
       return expected_but_got(field("quant_type"), "FP8 for every operand, e.g. \"FP8_FP8\"", *it);
     }
   }
-  if (const auto it = quant_config.find("kv_cache_quant_algo"); it != quant_config.end() && !it->is_null()) {
-    return expected_but_got(field("kv_cache_quant_algo"), "null (KV-cache quantization is not implemented)", *it);
-  }
+  // ModelOpt writes an FP8 KV cache as kv_cache_quant_algo in its own file
+  // and as kv_cache_scheme in a Hugging Face config.json.
+  for (const char* key : {"kv_cache_quant_algo", "kv_cache_scheme"})
+    if (const auto it = quant_config.find(key); it != quant_config.end() && !it->is_null())
+      return expected_but_got(field(key), "null (KV-cache quantization is not implemented)", *it);
   if (const auto it = quant_config.find("weight_only"); it != quant_config.end() && !it->is_null() && *it != false) {
     return expected_but_got(field("weight_only"), "false (activations are quantized)", *it);
   }
@@ -129,7 +131,8 @@ std::vector<std::string> unknown_key_warnings(const json& quant_config, const st
       "quant_method",     "quant_algo",           "quant_type",        "weight_only",          "producer",
       "config_groups",    "ignore",               "exclude_modules",   "modules_to_not_convert", "calib_cfg",
       "block_quantize",   "channel_quantize",     "scale_block_quantize", "scale_channel_quantize",
-      "disable_conv_quantization", "forward_loop", "modelopt_config",  "runtime",              "kv_cache_quant_algo"};
+      "disable_conv_quantization", "forward_loop", "modelopt_config",  "runtime",              "kv_cache_quant_algo",
+      "kv_cache_scheme"};
   std::vector<std::string> warnings;
   for (const auto& [key, value] : quant_config.items())
     if (!known.count(key))

@@ -334,7 +334,7 @@ void apply_overrides(SchedulerConfig& cfg, const SchedulerOverrides& ov) {
   if (ov.flow_shift) {
     if (!(*ov.flow_shift >= kMinFlowShift && *ov.flow_shift <= kMaxFlowShift))
       throw Error("scheduler", "flow_shift override: expected a number in [0.01, 1000], got " +
-                                   std::to_string(*ov.flow_shift));
+                                   Error::number(*ov.flow_shift));
     if (cfg.kind == SchedulerKind::unipc_multistep) {
       cfg.unipc.flow_shift = *ov.flow_shift;
     } else {

@@ -26,7 +26,7 @@ void run_forward(const ForwardOptions& opt) {
   if (opt.precision == "w8a16") precision = Precision::W8A16;
   if (opt.precision == "w8a8") precision = Precision::W8A8;
   // The output is checked before anything runs: never one of the inputs.
-  TensorsOutput output(opt.out, {opt.inputs, opt.model_dir});
+  TensorsOutput output(opt.out, {{"--inputs", opt.inputs}, {"--model", opt.model_dir}});
   Model model = Model::open(opt.model_dir, model_options);
   for (const std::string& warning : model.info().warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   if (!precision) precision = model.info().has_fp8 ? Precision::W8A8 : Precision::BF16;

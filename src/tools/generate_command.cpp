@@ -125,7 +125,7 @@ std::string negative_text(const GenerateRequest& r) {
   return s;
 }
 
-void run_generate(const GenerateOptions& opt) {
+void run_generate(const GenerateOptions& opt, bool fps_given) {
   const ModelOptions model_options = opt.runtime.model_options();
   GenerateRequest request = opt.request.to_request("generate");
   request.policy = opt.policy.overrides();
@@ -147,6 +147,12 @@ void run_generate(const GenerateOptions& opt) {
   Model model = Model::open(opt.model_dir, model_options);
   for (const auto& w : model.info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const GeneratePlan plan = model.plan(request);
+  // One latent frame is an image: no duration sentence, no frame-rate
+  // modulation, no video container, so a --fps would change nothing.
+  const bool mp4_out = opt.out && has_mp4_extension(*opt.out);
+  if (fps_given && plan.latent_shape[1] == 1 && !mp4_out)
+    throw Error("generate", "--fps: an image (one latent frame) has no frame rate, so it would be ignored; it "
+                            "applies to videos (--frames 5 or more)");
   for (const auto& note : plan.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   for (const auto& w : plan.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (opt.noise_file) request.noise = read_noise_file(*opt.noise_file, plan.latent_shape);
@@ -282,7 +288,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--json", opt->json_output, "Print one JSON object (an array with --batch-count)");
   add_runtime_options(*cmd, opt->runtime);
   add_policy_options(*cmd, opt->policy);
-  cmd->callback([opt] { run_generate(*opt); });
+  CLI::Option* fps = cmd->get_option("--fps");
+  cmd->callback([opt, fps] { run_generate(*opt, fps->count() > 0); });
 }
 
 }  // namespace stepmix::cli

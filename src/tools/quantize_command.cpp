@@ -32,7 +32,7 @@ StepPolicy parse_policy_option(const std::string& text) {
 void run_quantize(QuantizeCommand& c) {
   // Calibration runs on the CPU only; a device asked for in the environment
   // is refused like an unsupported --device, not silently ignored.
-  if (const char* device = std::getenv("STEPMIX_DEVICE"); device && std::string(device) != "cpu")
+  if (const char* device = std::getenv("STEPMIX_DEVICE"); device && *device && std::string(device) != "cpu")
     throw Error("quantize", std::string("STEPMIX_DEVICE=") + device +
                                 ": quantize calibrates on the CPU only; unset it or set it to cpu");
   if (c.policy && c.no_policy) throw Error("quantize", "give --policy or --no-policy, not both");

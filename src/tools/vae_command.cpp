@@ -68,8 +68,7 @@ void add_vae_command(CLI::App& app) {
     cmd->add_option("--frames-dir", o->decode.frames_dir, "Also write every frame as DIR/frame_00000.png, ... (a new folder)");
     cmd->callback([o, fps] {
       const std::string out = o->decode.out.value_or("");
-      const bool mp4 = out.size() > 4 && (out.compare(out.size() - 4, 4, ".mp4") == 0 ||
-                                          out.compare(out.size() - 4, 4, ".MP4") == 0);
+      const bool mp4 = has_mp4_extension(out);
       if (fps->count() > 0 && !mp4)
         throw Error("vae", "--fps sets the frame rate of an .mp4 --out; " +
                                (out.empty() ? std::string("there is none") : out + " is not one") +

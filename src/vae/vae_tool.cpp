@@ -58,8 +58,8 @@ std::size_t parse_memory_size(const std::string& text, const std::string& option
   double value = 0;
   try {
     // Decimal only: stod would also read "0x10" (hexadecimal) and "inf".
-    if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0])) &&
-        text.find_first_of("xXpP") == std::string::npos)
+    if (!text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.' || text[0] == '+') &&
+        text.find_first_of("xXpPiInN") == std::string::npos)
       value = std::stod(text, &end);
   } catch (...) {
     end = 0;

@@ -52,6 +52,11 @@ TEST_F(CheckpointTest, IndexErrorsNameTheProblem) {
   write_text(index, R"({"weight_map": [1]})");
   EXPECT_NE(error_of([&] { TensorStore::open_folder(dir_.string()); }).find("weight_map: expected a non-empty object"),
             std::string::npos);
+  write_text(index, R"({"weight_map": {"x": "a.safetensors", "y": "a.safetensors"}})");
+  write_safetensors((dir_ / "stray.safetensors").string(), {make_tensor_f32("w", {1}, {1})});
+  EXPECT_NE(error_of([&] { TensorStore::open_folder(dir_.string()); }).find("stray.safetensors is not named in weight_map"),
+            std::string::npos);
+  fs::remove(dir_ / "stray.safetensors");
   write_text(index, R"({"weight_map": {}})");
   EXPECT_NE(error_of([&] { TensorStore::open_folder(dir_.string()); }).find("weight_map: expected a non-empty object"),
             std::string::npos);

@@ -107,6 +107,13 @@ TEST(Quantization, KvCacheQuantizationIsUnsupported) {
   EXPECT_EQ(info.reason, "quantization_config.kv_cache_quant_algo: expected null (KV-cache quantization is not "
                          "implemented), got \"FP8\"");
   EXPECT_EQ(classify(quant_with("kv_cache_quant_algo", nullptr)).kind, QuantizationKind::ModelOptFp8);
+  // The Hugging Face config.json form of the same request.
+  const QuantizationInfo scheme = classify(quant_with("kv_cache_scheme", {{"num_bits", 8}, {"type", "float"}}));
+  EXPECT_EQ(scheme.kind, QuantizationKind::Unsupported);
+  EXPECT_NE(scheme.reason.find("quantization_config.kv_cache_scheme: expected null"), std::string::npos) << scheme.reason;
+  const QuantizationInfo none = classify(quant_with("kv_cache_scheme", nullptr));
+  EXPECT_EQ(none.kind, QuantizationKind::ModelOptFp8);
+  EXPECT_TRUE(none.warnings.empty());
 }
 
 TEST(Quantization, BlockOrChannelScalesAreNotTensorwise) {

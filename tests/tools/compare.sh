@@ -73,7 +73,7 @@ expect_error missing_seeds "--seeds is required" compare --model "$g/transformer
 printf 'ids:1,2\tlabel:7\n' >"$tmp/label.txt"
 expect_error label_range "has label 7; the classifier has 2 classes" compare "${common[@]}" --prompts "$tmp/label.txt" \
   --classifier "$tmp/cls" --out "$tmp/e"
-for bad in 'ids:1,2 label:x' 'ids:1,2 label:4x' $'ids:1,2\tlabel:4\tlabel:5'; do
+for bad in 'ids:1,2 label:x' 'ids:1,2 label:4x' $'ids:1,2\tlabel:4\tlabel:5' 'ids:1,2 label:'; do
   printf '%s\n' "$bad" >"$tmp/bad_label.txt"
   expect_error "label_malformed:$bad" "$tmp/bad_label.txt:1: a label is the last word" compare "${common[@]}" \
     --prompts "$tmp/bad_label.txt" --out "$tmp/e"

@@ -306,6 +306,8 @@ model_dir("dir_defaults_huge", {"model_index.json": '{"stepmix": {"height": 1e30
 model_dir("dir_defaults_typo", {"model_index.json": '{"stepmix": {"nun_inference_steps": 50}}'})
 model_dir("dir_index_array", {"model_index.json": '[1, 2]'})
 model_dir("dir_index_vae", {"model_index.json": '{"vae": ["diffusers", "AutoencoderKLWan"]}'})
+model_dir("dir_index_scheduler", {"model_index.json": '{"scheduler": ["diffusers", "UniPCMultistepScheduler"]}'})
+os.makedirs(os.path.join(tmp, "dir_index_scheduler", "scheduler"))  # there, but empty
 model_dir("dir_vae_dangling", {})
 os.symlink(os.path.join(tmp, "nowhere"), os.path.join(tmp, "dir_vae_dangling", "vae"))
 
@@ -500,8 +502,10 @@ gen defaults_typo "$tmp/dir_defaults_typo/model_index.json: stepmix.nun_inferenc
   --model "$tmp/dir_defaults_typo" "${ids[@]}"
 gen index_array "$tmp/dir_index_array/model_index.json" "expected a JSON object, got array" \
   --model "$tmp/dir_index_array" "${ids[@]}"
-gen index_vae "$tmp/dir_index_vae/model_index.json: vae" "$tmp/dir_index_vae/vae does not exist" \
+gen index_vae "$tmp/dir_index_vae/model_index.json: vae" "$tmp/dir_index_vae/vae/config.json does not exist" \
   --model "$tmp/dir_index_vae" "${ids[@]}"
+gen index_scheduler "$tmp/dir_index_scheduler/model_index.json: scheduler" \
+  "$tmp/dir_index_scheduler/scheduler/scheduler_config.json does not exist" --model "$tmp/dir_index_scheduler" "${ids[@]}"
 gen vae_dangling "$tmp/dir_vae_dangling/vae" "no such file or directory" --model "$tmp/dir_vae_dangling" "${ids[@]}"
 # inspect refuses what a run would (it used to pass these and exit 0).
 inspect dir_scheduler "$tmp/dir_scheduler/scheduler/scheduler_config.json" "solver_order: expected 1 or 2, got 3"

@@ -35,7 +35,9 @@ gen guidance_negative "--guidance" "got -1" --latent-shape 4,1,4,4 "${x[@]}" --s
 gen steps_1e9 "--steps" "expected an integer in [1, 10000], got 1000000000" --latent-shape 4,1,4,4 "${x[@]}" --steps 1000000000
 gen height_huge "--height" "expected an integer in [1, 16384], got 16400" --steps 2 --height 16400 --width 16 "${x[@]}"
 gen flow_shift_nan "--flow-shift" "got nan" "${small[@]}" "${x[@]}" --flow-shift nan
+gen flow_shift_tiny "--flow-shift" "expected a number in [0.01, 1000], got 1e-07" "${small[@]}" "${x[@]}" --flow-shift 1e-7
 gen threads_zero "--threads" "" "${small[@]}" "${x[@]}" -t 0
+gen fps_image "--fps" "an image (one latent frame) has no frame rate" "${small[@]}" "${x[@]}" --fps 30
 nothing_written "option values"
 expect_rejected inspect_steps_huge "--steps" "expected an integer in [1, 10000], got 100000000" inspect "$fp8" --steps 100000000
 expect_rejected unknown_command "'generat'" "unknown command" generat --model "$fp8"
@@ -124,23 +126,37 @@ cp -r "$data/golden/wan22-vae-tiny/vae" "$tmp/vae_copy"
 cp "$golden/forward/image.safetensors" "$tmp/case_copy.safetensors"
 snapshot() { find "$tmp/fp8_copy" "$tmp/vae_copy" "$tmp/case_copy.safetensors" -type f -exec sha256sum {} + | sort; }
 before=$(snapshot)
-expect_rejected forward_over_inputs "$tmp/case_copy.safetensors" "is the same file as the input" forward \
-  --model "$tmp/fp8_copy" --inputs "$tmp/case_copy.safetensors" --out "$tmp/case_copy.safetensors"
-expect_rejected forward_over_weights "$tmp/fp8_copy/diffusion_pytorch_model.safetensors" "is the same file as the input" \
+expect_rejected forward_over_inputs "$tmp/case_copy.safetensors" "is the same file as the input --inputs" \
+  forward --model "$tmp/fp8_copy" --inputs "$tmp/case_copy.safetensors" --out "$tmp/case_copy.safetensors"
+expect_rejected forward_over_weights "$tmp/fp8_copy/diffusion_pytorch_model.safetensors" "which stepmix reads from the input --model" \
   forward --model "$tmp/fp8_copy" --inputs "$tmp/case_copy.safetensors" --out "$tmp/fp8_copy/diffusion_pytorch_model.safetensors"
 expect_rejected forward_png "--out $o/f.png" "expected .safetensors" forward --model "$tmp/fp8_copy" \
   --inputs "$tmp/case_copy.safetensors" --out "$o/f.png"
-expect_rejected generate_over_config "$tmp/fp8_copy/config.json" "is the same file as the input" generate \
+expect_rejected generate_over_config "$tmp/fp8_copy/config.json" "which stepmix reads from the input --model" generate \
   --model "$tmp/fp8_copy" "${ids[@]}" "${small[@]}" --out "$o/x.safetensors" --save-latents "$tmp/fp8_copy/config.json"
-expect_rejected bench_over_config "--json $tmp/fp8_copy/config.json" "is the same file as the input" bench \
+expect_rejected bench_over_config "--json $tmp/fp8_copy/config.json" "which stepmix reads from the input --model" bench \
   --model "$tmp/fp8_copy" "${ids[@]}" --latent-shape 4,1,4,4 --steps 2 --no-peer --json "$tmp/fp8_copy/config.json"
 expect_rejected vae_encode_over_weights "$tmp/vae_copy/diffusion_pytorch_model.safetensors" \
-  "is the same file as the input" vae encode --vae "$tmp/vae_copy" \
+  "which stepmix reads from the input --vae" vae encode --vae "$tmp/vae_copy" \
   --pixels "$data/golden/wan22-vae-tiny/encode/image.safetensors" --out "$tmp/vae_copy/diffusion_pytorch_model.safetensors"
 expect_rejected vae_decode_over_weights "$tmp/vae_copy/diffusion_pytorch_model.safetensors" \
-  "is the same file as the input" vae decode --vae "$tmp/vae_copy" \
+  "which stepmix reads from the input --vae" vae decode --vae "$tmp/vae_copy" \
   --latent "$data/golden/wan22-vae-tiny/decode/image.safetensors" --out "$tmp/vae_copy/diffusion_pytorch_model.safetensors"
+# A component folder that is a link (the VAE of tests/data/vae-model is one)
+# is followed; a file stepmix does not read (a preview PNG) stays replaceable.
+mkdir -p "$tmp/linked_model"
+cp -r "$data/vae-model/transformer" "$tmp/linked_model/transformer"
+ln -s "$tmp/vae_copy" "$tmp/linked_model/vae"
+expect_rejected linked_vae_weights "$tmp/linked_model/vae/diffusion_pytorch_model.safetensors" \
+  "which stepmix reads from the input --model $tmp/linked_model" generate --model "$tmp/linked_model" \
+  --prompt-ids 5,9,13 --guidance 1 --steps 1 -H 32 -W 32 --no-decode \
+  --save-latents "$tmp/linked_model/vae/diffusion_pytorch_model.safetensors"
 [[ $(snapshot) == "$before" ]] || fail "an output check let a model or input file change"
+cp -r "$fashion" "$tmp/fashion_copy"
+for run in 1 2; do
+  expect_ok "preview_in_model_folder_$run" "image: $tmp/fashion_copy/preview.png" generate -m "$tmp/fashion_copy" \
+    -p "a boot" --steps 2 -o "$tmp/fashion_copy/preview.png"
+done
 nothing_written outputs
 
 # --- what runs ----------------------------------------------------------------
@@ -179,6 +195,10 @@ printf 'ids:28,93,12,50\n' >"$tmp/qprompts.txt"
 expect_rejected quantize_no_tokenizer "$tmp/qmodel" "--negative-prompt-ids" quantize --model "$tmp/qmodel" \
   --calib-prompts "$tmp/qprompts.txt" --latent-shape 4,1,4,4 --steps 2 --out "$o/q"
 [[ -e $o/q ]] && fail "quantize_no_tokenizer: wrote $o/q"
+printf 'ids:28,93\nids:28,999\n' >"$tmp/qprompts_range.txt"
+expect_rejected quantize_id_range "$tmp/qprompts_range.txt: prompt 2: id 999" "outside the vocabulary [0, 96)" quantize \
+  --model "$tmp/qmodel" --calib-prompts "$tmp/qprompts_range.txt" --negative-prompt-ids 17,94,95 \
+  --latent-shape 4,1,4,4 --steps 2 --out "$o/q"
 
 # A config warning is printed once (it used to come twice from a run).
 cp -r "$fashion" "$tmp/warn_model"
