@@ -156,8 +156,13 @@ void OutputSet::add_input(const std::string& label, const std::string& path) {
   constexpr int kMaxFiles = 100000, kMaxDepth = 3;
   namespace fs = std::filesystem;
   const auto read_by_stepmix = [](const fs::path& p) {
-    const std::string ext = p.extension().string();
-    return ext == ".json" || ext == ".safetensors" || ext == ".jinja" || ext == ".txt";
+    static const std::set<std::string> names = {
+        "config.json",         "model_index.json",     "hf_quant_config.json",    "scheduler_config.json",
+        "tokenizer.json",      "tokenizer_config.json", "chat_template.jinja",     "calibration_prompts.txt",
+        "compare_prompts.txt", "classifier.json"};
+    const std::string name = p.filename().string();
+    return p.extension() == ".safetensors" || names.count(name) > 0 ||
+           (name.size() > 23 && name.compare(name.size() - 23, 23, ".safetensors.index.json") == 0);
   };
   std::error_code ec;
   fs::recursive_directory_iterator it(
@@ -310,8 +315,8 @@ void OutputSet::check_duplicates_and_inputs() const {
         fail(a.label, a.path,
              in.folder.empty()
                  ? "is the same file as the input " + in.label + " " + in.path + "; choose another output"
-                 : "is the same file as " + in.path + ", which stepmix reads from the input " + in.label + " " +
-                       in.folder + "; choose another output");
+                 : "is " + in.path + ", a weights or config file of the input " + in.label + " " + in.folder +
+                       ", which stepmix does not overwrite; choose another output");
       if (a.kind == Kind::Folder && a.exists && in.resolved.rfind(a.resolved + "/", 0) == 0)
         fail(a.label, a.path, "holds the input " + in.label + " " + in.path + ", so it cannot be replaced");
     }

@@ -65,11 +65,12 @@ class OutputSet {
   OutputSet& operator=(const OutputSet&) = delete;
 
   // An input the outputs must not overwrite (checkpoint shards, --noise, the
-  // prompts file). A folder (a model) adds every file below it that stepmix
-  // reads (*.json, *.safetensors, *.jinja, *.txt), through linked folders
-  // too (a vae/ that links elsewhere); what a run wrote there (a preview
-  // PNG) stays replaceable. A path that does not exist is ignored (its
-  // reader reports it). `label` names it in messages.
+  // prompts file). A folder (a model) adds every weights and config file
+  // below it (*.safetensors, the index, config.json, model_index.json, the
+  // tokenizer's and scheduler's files, ...), through linked folders too (a
+  // vae/ that links elsewhere); what a run wrote there (a preview PNG, a
+  // bench.json) stays replaceable. A path that does not exist is ignored
+  // (its reader reports it). `label` names it in messages.
   void add_input(const std::string& label, const std::string& path);
   // A file output. `label` names it in messages ("--out"; may be empty).
   Id add_file(const std::string& label, const std::string& path);

@@ -128,19 +128,19 @@ snapshot() { find "$tmp/fp8_copy" "$tmp/vae_copy" "$tmp/case_copy.safetensors" -
 before=$(snapshot)
 expect_rejected forward_over_inputs "$tmp/case_copy.safetensors" "is the same file as the input --inputs" \
   forward --model "$tmp/fp8_copy" --inputs "$tmp/case_copy.safetensors" --out "$tmp/case_copy.safetensors"
-expect_rejected forward_over_weights "$tmp/fp8_copy/diffusion_pytorch_model.safetensors" "which stepmix reads from the input --model" \
+expect_rejected forward_over_weights "$tmp/fp8_copy/diffusion_pytorch_model.safetensors" "a weights or config file of the input --model" \
   forward --model "$tmp/fp8_copy" --inputs "$tmp/case_copy.safetensors" --out "$tmp/fp8_copy/diffusion_pytorch_model.safetensors"
 expect_rejected forward_png "--out $o/f.png" "expected .safetensors" forward --model "$tmp/fp8_copy" \
   --inputs "$tmp/case_copy.safetensors" --out "$o/f.png"
-expect_rejected generate_over_config "$tmp/fp8_copy/config.json" "which stepmix reads from the input --model" generate \
+expect_rejected generate_over_config "$tmp/fp8_copy/config.json" "a weights or config file of the input --model" generate \
   --model "$tmp/fp8_copy" "${ids[@]}" "${small[@]}" --out "$o/x.safetensors" --save-latents "$tmp/fp8_copy/config.json"
-expect_rejected bench_over_config "--json $tmp/fp8_copy/config.json" "which stepmix reads from the input --model" bench \
+expect_rejected bench_over_config "--json $tmp/fp8_copy/config.json" "a weights or config file of the input --model" bench \
   --model "$tmp/fp8_copy" "${ids[@]}" --latent-shape 4,1,4,4 --steps 2 --no-peer --json "$tmp/fp8_copy/config.json"
 expect_rejected vae_encode_over_weights "$tmp/vae_copy/diffusion_pytorch_model.safetensors" \
-  "which stepmix reads from the input --vae" vae encode --vae "$tmp/vae_copy" \
+  "a weights or config file of the input --vae" vae encode --vae "$tmp/vae_copy" \
   --pixels "$data/golden/wan22-vae-tiny/encode/image.safetensors" --out "$tmp/vae_copy/diffusion_pytorch_model.safetensors"
 expect_rejected vae_decode_over_weights "$tmp/vae_copy/diffusion_pytorch_model.safetensors" \
-  "which stepmix reads from the input --vae" vae decode --vae "$tmp/vae_copy" \
+  "a weights or config file of the input --vae" vae decode --vae "$tmp/vae_copy" \
   --latent "$data/golden/wan22-vae-tiny/decode/image.safetensors" --out "$tmp/vae_copy/diffusion_pytorch_model.safetensors"
 # A component folder that is a link (the VAE of tests/data/vae-model is one)
 # is followed; a file stepmix does not read (a preview PNG) stays replaceable.
@@ -148,7 +148,7 @@ mkdir -p "$tmp/linked_model"
 cp -r "$data/vae-model/transformer" "$tmp/linked_model/transformer"
 ln -s "$tmp/vae_copy" "$tmp/linked_model/vae"
 expect_rejected linked_vae_weights "$tmp/linked_model/vae/diffusion_pytorch_model.safetensors" \
-  "which stepmix reads from the input --model $tmp/linked_model" generate --model "$tmp/linked_model" \
+  "a weights or config file of the input --model $tmp/linked_model" generate --model "$tmp/linked_model" \
   --prompt-ids 5,9,13 --guidance 1 --steps 1 -H 32 -W 32 --no-decode \
   --save-latents "$tmp/linked_model/vae/diffusion_pytorch_model.safetensors"
 [[ $(snapshot) == "$before" ]] || fail "an output check let a model or input file change"
