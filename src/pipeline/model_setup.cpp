@@ -81,7 +81,7 @@ std::vector<int64_t> parse_id_list(const std::string& text, const std::string& o
       used = 0;
     }
     if (used == 0 || used != item.size())
-      throw Error("generate", option + ": expected comma-separated integers, got '" + text + "'");
+      throw Error("request", option + ": expected comma-separated integers, got '" + text + "'");
     out.push_back(v);
   }
   if (out.empty()) throw Error("generate", option + ": expected at least one integer");
