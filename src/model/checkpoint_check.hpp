@@ -21,8 +21,9 @@ struct CheckedCheckpoint {
 };
 
 // Throws stepmix::Error on the first problem (the same errors as loading the
-// model for a run). Cheap: nothing is converted or cached (WeightCache::None),
-// only norm vectors are widened.
+// model for a run, apart from require_weights_match_quantization, which
+// inspect checks first from its own scan). Cheap: nothing is converted or
+// cached (WeightCache::None), only norm vectors are widened.
 CheckedCheckpoint check_cosmos3_checkpoint(const ModelDirectory& dir, const TensorStore& store);
 
 // The warnings alone, for a command that loads the model itself: the

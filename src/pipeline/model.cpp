@@ -279,10 +279,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   }
 
   const bool cfg = p.guidance != 1.0;
-  if (!cfg && (r.negative_prompt || r.negative_prompt_ids))
-    throw Error("generate", std::string(r.negative_prompt ? "--negative-prompt" : "--negative-prompt-ids") +
-                                ": guidance 1 runs no unconditional pass, so the negative prompt would be ignored; "
-                                "drop it or give --guidance above 1");
+  check_negative_prompt_has_a_pass(r, p.guidance, "generate");
   const bool uncond_from_text = cfg && !r.negative_prompt_ids;
   if (uncond_from_text && r.prompt_ids && !m.encoder.has_tokenizer()) {
     // Ids only and nothing to tokenize the empty negative prompt with: its
@@ -306,23 +303,19 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
     p.uncond_rendered_bytes = e.uncond_rendered_bytes;
   }
   if (r.prompt_ids) p.cond_ids = *r.prompt_ids;
-  if (cfg && r.negative_prompt_ids) p.uncond_ids = *r.negative_prompt_ids;
+  if (r.negative_prompt_ids) p.uncond_ids = *r.negative_prompt_ids;  // with CFG only (checked above)
   // Ids beyond the embedding table are refused here, naming where they came
   // from, before the plan is printed (not as a forward input mid-run).
   const int64_t vocab = m.transformer.config().vocab_size;
-  const auto check_ids = [&](const std::vector<int64_t>& ids, const std::string& source) {
-    for (std::size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] < 0 || ids[i] >= vocab)
-        throw Error("generate", source + ": id " + std::to_string(ids[i]) + " (position " + std::to_string(i) +
-                                    ") is outside the vocabulary [0, " + std::to_string(vocab) + ") of " +
-                                    m.dir.config_path);
-  };
   const std::string tokenizer = m.dir.tokenizer_path.value_or("the tokenizer");
-  check_ids(p.cond_ids, r.prompt_ids ? "--prompt-ids" : "the ids " + tokenizer + " gives --prompt");
-  check_ids(p.uncond_ids, r.negative_prompt_ids ? "--negative-prompt-ids"
-                          : r.prompt_ids && !m.encoder.has_tokenizer()
-                              ? "the unconditional prefix taken from --prompt-ids"
-                              : "the ids " + tokenizer + " gives the negative prompt");
+  const std::string cond_source = r.prompt_ids ? "--prompt-ids" : "the ids " + tokenizer + " gives --prompt";
+  std::string uncond_source = "the ids " + tokenizer + " gives the negative prompt";
+  if (r.negative_prompt_ids)
+    uncond_source = "--negative-prompt-ids";
+  else if (r.prompt_ids && !m.encoder.has_tokenizer())
+    uncond_source = "the unconditional prefix taken from --prompt-ids";
+  check_ids_in_vocabulary(p.cond_ids, vocab, cond_source, "generate", m.dir.config_path);
+  check_ids_in_vocabulary(p.uncond_ids, vocab, uncond_source, "generate", m.dir.config_path);
   p.cfg_batched = m.cfg_batching(p);
 
   const sched::SchedulerConfig scheduler_config = m.scheduler_config(r, p.latent_shape[1]);

@@ -64,6 +64,22 @@ void check_guidance_value(double guidance, const std::string& component, const s
                                "], got " + std::to_string(guidance));
 }
 
+void check_negative_prompt_has_a_pass(const GenerateRequest& r, double guidance, const std::string& component) {
+  if (guidance == 1.0 && (r.negative_prompt || r.negative_prompt_ids))
+    throw Error(component, std::string(r.negative_prompt ? "--negative-prompt" : "--negative-prompt-ids") +
+                               ": guidance 1 runs no unconditional pass, so the negative prompt would be ignored; "
+                               "drop it or give --guidance above 1");
+}
+
+void check_ids_in_vocabulary(const std::vector<int64_t>& ids, int64_t vocab_size, const std::string& source,
+                             const std::string& component, const std::string& config_path) {
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab_size)
+      throw Error(component, source + ": id " + std::to_string(ids[i]) + " (position " + std::to_string(i) +
+                                 ") is outside the vocabulary [0, " + std::to_string(vocab_size) + ") of " +
+                                 config_path);
+}
+
 bool is_pixel_space(const ModelDirectory& dir) {
   return dir.transformer_dir != dir.root && !fs::exists(fs::path(dir.root) / "vae");
 }

@@ -33,6 +33,15 @@ ModelDefaults read_model_defaults(const ModelDirectory& dir);
 void check_steps_value(int steps, const std::string& component, const std::string& field);
 void check_guidance_value(double guidance, const std::string& component, const std::string& field);
 
+// Guidance 1 runs no unconditional pass: a negative prompt (text or ids) in
+// the request would be ignored, so it is an error tagged `component`.
+void check_negative_prompt_has_a_pass(const GenerateRequest& request, double guidance, const std::string& component);
+
+// Every id in [0, vocab_size) of the transformer's config, else an error:
+// "<source>: id X (position i) is outside the vocabulary [0, V) of <config_path>".
+void check_ids_in_vocabulary(const std::vector<int64_t>& ids, int64_t vocab_size, const std::string& source,
+                             const std::string& component, const std::string& config_path);
+
 // A full model directory without vae/: latents are pixels (identity decoder).
 bool is_pixel_space(const ModelDirectory& dir);
 

@@ -254,21 +254,15 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
   c.latent_shape = latent_shape_for(geometry, dir, channels, defaults);
   const PromptGeometry prompt_geometry = prompt_geometry_for(geometry, c.latent_shape, dir, r.fps, r.use_system_prompt);
   const bool cfg = c.guidance != 1.0;
-  if (!cfg && (r.negative_prompt || r.negative_prompt_ids))
-    throw Error("quantize", std::string(r.negative_prompt ? "--negative-prompt" : "--negative-prompt-ids") +
-                                ": guidance 1 runs no unconditional pass, so the negative prompt would be ignored; "
-                                "drop it or give --guidance above 1");
+  check_negative_prompt_has_a_pass(r, c.guidance, "quantize");
   if (cfg && !encoder.has_tokenizer() && !r.negative_prompt_ids)
     throw Error("quantize", dir.root + " has no text_tokenizer/tokenizer.json: give the unconditional prefix with "
                                        "--negative-prompt-ids and the calibration prompts as ids:1,2,3 lines");
   c.prompts = read_calibration_prompts(prompts_file, encoder, prompt_geometry);
   // Ids beyond the embedding table, named by prompt before any step runs.
   for (std::size_t p = 0; p < c.prompts.size(); ++p)
-    for (int64_t id : c.prompts[p])
-      if (id < 0 || id >= transformer_config.vocab_size)
-        throw Error("quantize", prompts_file + ": prompt " + std::to_string(p + 1) + ": id " + std::to_string(id) +
-                                    " is outside the vocabulary [0, " + std::to_string(transformer_config.vocab_size) +
-                                    ") of " + dir.config_path);
+    check_ids_in_vocabulary(c.prompts[p], transformer_config.vocab_size,
+                            prompts_file + ": prompt " + std::to_string(p + 1), "quantize", dir.config_path);
   if (cfg)
     c.negative_prompt =
         r.negative_prompt_ids
