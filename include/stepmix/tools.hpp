@@ -138,4 +138,9 @@ void vae_encode(const VaeEncodeOptions& options, std::FILE* out);
 // `option` on anything else.
 std::size_t parse_memory_size(const std::string& text, const std::string& option);
 
+// Whether `path` names a video output: its extension (any case) is .mp4, by
+// the same rule that decides every output's format. Says nothing of whether
+// this build writes video (outputs are refused then, with the reason).
+bool is_video_output(const std::string& path);
+
 }  // namespace stepmix

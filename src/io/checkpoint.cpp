@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <cctype>
+#include <fstream>
+#include <set>
 
 #include "io/file_access.hpp"
 #include "io/json_input.hpp"
@@ -332,6 +333,15 @@ ModelDirectory ModelDirectory::open(const std::string& path) {
     }
   }
   return dir;
+}
+
+bool is_model_file_name(const std::string& file_name) {
+  static const std::set<std::string> names = {
+      "config.json",         "model_index.json",      "hf_quant_config.json", "scheduler_config.json",
+      "tokenizer.json",      "tokenizer_config.json", "chat_template.jinja",  "calibration_prompts.txt",
+      "compare_prompts.txt", "classifier.json"};
+  return ends_with(file_name, ".safetensors") || ends_with(file_name, ".safetensors.index.json") ||
+         names.count(file_name) > 0;
 }
 
 int64_t mapped_resident_bytes(const std::string& folder) {

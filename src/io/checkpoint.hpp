@@ -76,6 +76,12 @@ struct ModelDirectory {
   static ModelDirectory open(const std::string& path);
 };
 
+// Whether a file named `file_name` (no folder) is one that stepmix's readers
+// open in a model folder: weights and their index, the configs, tokenizer
+// and chat template, calibration and compare prompts, the classifier. An
+// output must never replace one (OutputSet::add_input protects them).
+bool is_model_file_name(const std::string& file_name);
+
 // Resident bytes of this process's mappings of files under `folder`
 // (/proc/self/smaps): the weight pages actually in memory, not the file size.
 int64_t mapped_resident_bytes(const std::string& folder);

@@ -8,6 +8,7 @@
 
 #include "io/video.hpp"
 #include "stepmix/error.hpp"
+#include "stepmix/tools.hpp"
 
 namespace stepmix {
 namespace {
@@ -43,6 +44,10 @@ const OutputFormatInfo& output_format_info(OutputFormat format) {
   for (const OutputFormatInfo& info : kFormats)
     if (info.format == format) return info;
   throw Error("output", "unknown output format");
+}
+
+bool is_video_output(const std::string& path) {
+  return lower(std::filesystem::path(path).extension().string()) == output_format_info(OutputFormat::Mp4).extension;
 }
 
 OutputFormat output_format_for(const std::string& path, const std::string& option,

@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 
+#include "io/checkpoint.hpp"
 #include "io/file_access.hpp"
 #include "io/temporary_outputs.hpp"
 #include "stepmix/error.hpp"
@@ -155,15 +156,6 @@ void OutputSet::add_input(const std::string& label, const std::string& path) {
   // few dozen files, the count bound only keeps a wrong folder from taking long.
   constexpr int kMaxFiles = 100000, kMaxDepth = 3;
   namespace fs = std::filesystem;
-  const auto read_by_stepmix = [](const fs::path& p) {
-    static const std::set<std::string> names = {
-        "config.json",         "model_index.json",     "hf_quant_config.json",    "scheduler_config.json",
-        "tokenizer.json",      "tokenizer_config.json", "chat_template.jinja",     "calibration_prompts.txt",
-        "compare_prompts.txt", "classifier.json"};
-    const std::string name = p.filename().string();
-    return p.extension() == ".safetensors" || names.count(name) > 0 ||
-           (name.size() > 23 && name.compare(name.size() - 23, 23, ".safetensors.index.json") == 0);
-  };
   std::error_code ec;
   fs::recursive_directory_iterator it(
       path, fs::directory_options::skip_permission_denied | fs::directory_options::follow_directory_symlink, ec);
@@ -171,7 +163,7 @@ void OutputSet::add_input(const std::string& label, const std::string& path) {
     if (it.depth() >= kMaxDepth) it.disable_recursion_pending();
     struct stat file {};
     const std::string file_path = it->path().string();
-    if (!read_by_stepmix(it->path()) || ::stat(file_path.c_str(), &file) != 0 || !S_ISREG(file.st_mode)) continue;
+    if (!is_model_file_name(it->path().filename().string()) || ::stat(file_path.c_str(), &file) != 0 || !S_ISREG(file.st_mode)) continue;
     inputs_.push_back({label, file_path, real_path(file_path).value_or(file_path), file.st_dev, file.st_ino, path});
     ++files;
   }

@@ -31,6 +31,9 @@ Cosmos3Transformer Cosmos3Transformer::load(const TensorStore& store, const nloh
                                             const std::string& config_path, WeightCache cache, Backend& backend) {
   ParsedCosmos3Config parsed = parse_cosmos3_config(config, config_path);
   Cosmos3Weights weights = load_cosmos3_weights(store, parsed.config, cache);
+  // Every loader (the model API, quantize, calibration, tests) gets these
+  // checks here, whether or not it has resolved a step policy from the same
+  // config first: classifying it again is cheap, trusting a caller is not.
   const QuantizationInfo quant = classify_quantization(config, config_path);
   require_supported_quantization(quant, config_path);
   require_weights_match_quantization(quant, weights.fp8_modules, store.folder(), config_path);

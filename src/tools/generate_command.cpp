@@ -14,6 +14,7 @@
 
 #include "commands.hpp"
 #include "options.hpp"
+#include "stepmix/tools.hpp"
 
 namespace stepmix::cli {
 namespace {
@@ -149,7 +150,7 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
   const GeneratePlan plan = model.plan(request);
   // One latent frame is an image: no duration sentence, no frame-rate
   // modulation, no video container, so a --fps would change nothing.
-  const bool mp4_out = opt.out && has_mp4_extension(*opt.out);
+  const bool mp4_out = opt.out && is_video_output(*opt.out);
   if (fps_given && plan.latent_shape[1] == 1 && !mp4_out)
     throw Error("generate", "--fps: an image (one latent frame) has no frame rate, so it would be ignored; it "
                             "applies to videos (--frames 5 or more)");

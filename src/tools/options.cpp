@@ -1,6 +1,5 @@
 #include "options.hpp"
 
-#include <cctype>
 #include <csignal>
 
 namespace stepmix::cli {
@@ -26,13 +25,6 @@ const CLI::Validator& non_empty() {
   static const CLI::Validator v([](std::string& value) { return value.empty() ? std::string("empty value") : std::string(); },
                                 "", "non-empty");
   return v;
-}
-
-bool has_mp4_extension(const std::string& path) {
-  if (path.size() < 4) return false;
-  std::string ext = path.substr(path.size() - 4);
-  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return ext == ".mp4";
 }
 
 void require_decimal_numbers(CLI::App& app) {

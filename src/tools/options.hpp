@@ -15,8 +15,6 @@ namespace stepmix::cli {
 
 // Refuses an empty value ("--steps ''"), which CLI11 would treat as not given.
 const CLI::Validator& non_empty();
-// ".mp4" in any case, as the output format is decided.
-bool has_mp4_extension(const std::string& path);
 // Numeric options of every command of `app` read decimal numbers only:
 // CLI11 alone also takes 0x10 (16), 010 (8, octal) and 0b10 (2).
 void require_decimal_numbers(CLI::App& app);

@@ -68,7 +68,7 @@ void add_vae_command(CLI::App& app) {
     cmd->add_option("--frames-dir", o->decode.frames_dir, "Also write every frame as DIR/frame_00000.png, ... (a new folder)");
     cmd->callback([o, fps] {
       const std::string out = o->decode.out.value_or("");
-      const bool mp4 = has_mp4_extension(out);
+      const bool mp4 = is_video_output(out);
       if (fps->count() > 0 && !mp4)
         throw Error("vae", "--fps sets the frame rate of an .mp4 --out; " +
                                (out.empty() ? std::string("there is none") : out + " is not one") +

@@ -231,5 +231,16 @@ TEST_F(CheckpointTest, SideFilesThatCannotBeReadAreNotTreatedAsAbsent) {
   EXPECT_NE(e.find("scheduler_config.json: permission denied"), std::string::npos) << e;
 }
 
+TEST(ModelFileNames, TheFilesAModelFolderIsReadFromAreKnownByName) {
+  for (const char* name : {"config.json", "model_index.json", "hf_quant_config.json", "scheduler_config.json",
+                           "tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "calibration_prompts.txt",
+                           "compare_prompts.txt", "classifier.json", "diffusion_pytorch_model.safetensors",
+                           "model-00001-of-00002.safetensors", "diffusion_pytorch_model.safetensors.index.json"})
+    EXPECT_TRUE(is_model_file_name(name)) << name;
+  // What a run writes beside them (a preview, a report) is not.
+  for (const char* name : {"preview.png", "report.json", "notes.txt", "config.json.bak", "latents.bin", ""})
+    EXPECT_FALSE(is_model_file_name(name)) << name;
+}
+
 }  // namespace
 }  // namespace stepmix

@@ -24,6 +24,7 @@
 #include "io/output_format.hpp"
 #include "io/temporary_outputs.hpp"
 #include "stepmix/error.hpp"
+#include "stepmix/tools.hpp"
 
 namespace stepmix {
 namespace {
@@ -400,6 +401,17 @@ TEST(OutputFormat, TheExtensionDecidesAndUnsupportedOnesAreErrors) {
             std::string::npos)
       << e;
   EXPECT_EQ(output_format_for("clip.MP4", "--out", {F::Png, F::Mp4}), F::Mp4);
+}
+
+TEST(OutputFormat, AVideoOutputIsNamedByTheSameRule) {
+  EXPECT_TRUE(is_video_output("clip.mp4"));
+  EXPECT_TRUE(is_video_output("out/Clip.MP4"));
+  EXPECT_FALSE(is_video_output("clip.png"));
+  EXPECT_FALSE(is_video_output("clip.mp4.png"));
+  EXPECT_FALSE(is_video_output("mp4"));
+  EXPECT_FALSE(is_video_output(""));
+  // A name that is all extension has none (output_format_for refuses it).
+  EXPECT_FALSE(is_video_output("out/.mp4"));
 }
 
 }  // namespace
