@@ -2,14 +2,15 @@
 # One-shot check of the CUDA backend on a machine with a Hopper GPU, which may
 # lack the project's Debian build dependencies and any network:
 #   1. environment (GPU, driver, nvcc, CMake, compiler, PyTorch);
-#   2. dependencies: the system's, or Debian packages carried in .deps/debs
+#   2. dependencies: the system's, or Debian packages copied along in .deps/debs
 #      (made beforehand by `--prepare` on a machine with apt), unpacked into
 #      .deps/prefix with dpkg -x;
 #   3. configure (STEPMIX_CUDA=ON, benchmarks on, ptxas resource report) and
-#      build only stepmix, test_cuda, bench_cuda and bench_cuda_forward;
+#      build only stepmix, test_cuda, bench_cuda, bench_cuda_forward and
+#      bench_vae;
 #   4. stop here, exit 3, when there is no usable GPU (all of the above is
 #      what a machine without one can check);
-#   5. ctest -L cuda (the CUDA tests, the golden trajectories on the GPU
+#   5. ctest -L '^cuda$' (the CUDA tests, the golden trajectories on the GPU
 #      among them, and the --device CLI script);
 #   6. bench/cuda_generate_check.sh: the embedded FP8 model generates 35
 #      steps through the CLI with --device cuda and --device cpu (bf16): the
@@ -68,10 +69,10 @@ prepare() {
     { echo "apt-get download failed (try apt-get update first)"; return 1; }
   ls -l "$deps/debs"
   # Only the packages travel: an unpacked prefix left by a run here would
-  # take the working tree over the 64 MiB a device run carries.
+  # make the copy of the working tree for the GPU machine several times larger.
   rm -rf "$deps/prefix"
-  echo "now run on the GPU machine with .deps/debs carried, e.g. device run:"
-  echo "  command: bash bench/cuda-device-check.sh \"\$OUT\"   carry: [\".deps/debs\"]   timeout_s: 540"
+  echo "now copy the working tree with .deps/debs to the GPU machine and run there, allowing about 9 minutes:"
+  echo "  bash bench/cuda-device-check.sh OUT_DIR"
 }
 
 # ------------------------------------------------------------------ steps

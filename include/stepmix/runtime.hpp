@@ -26,6 +26,11 @@ std::string_view activation_dtype_name(ActivationDType dtype);  // "f32" | "bf16
 std::string_view weight_cache_name(WeightCache cache);          // "none" | "all"
 std::string_view device_name(Device device);                    // "cpu" | "cuda"
 
+// The activation dtype a run on `device` takes when none is asked for: F32 on
+// the CPU (matches float32 references), BF16 on a GPU (the only one it runs;
+// an explicit F32 there is refused).
+ActivationDType default_activation_dtype(Device device);
+
 // Threads of every parallel loop (the calling thread included), instead of
 // STEPMIX_THREADS or the hardware thread count; call before any work.
 // Results never depend on it.

@@ -17,6 +17,10 @@ std::string_view activation_dtype_name(ActivationDType dtype) { return dtype == 
 std::string_view weight_cache_name(WeightCache cache) { return cache == WeightCache::All ? "all" : "none"; }
 std::string_view device_name(Device device) { return device == Device::Cuda ? "cuda" : "cpu"; }
 
+ActivationDType default_activation_dtype(Device device) {
+  return device == Device::Cuda ? ActivationDType::BF16 : ActivationDType::F32;
+}
+
 ActivationDType parse_activation_dtype(std::string_view text, std::string_view option) {
   if (text == "f32") return ActivationDType::F32;
   if (text == "bf16") return ActivationDType::BF16;

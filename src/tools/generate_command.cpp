@@ -225,7 +225,7 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
       out["latent_shape"] = {1, C, T, H, W};
       out["transformer_calls"] = result.transformer_calls;
       out["cfg_batched"] = plan.cfg_batched;
-      out["activations"] = opt.runtime.activations;
+      out["activations"] = std::string(activation_dtype_name(model_options.activations));
       out["weight_cache"] = opt.runtime.weight_cache;
       out["prompt"] = meta.prompt;
       out["negative_prompt"] = meta.negative_prompt;

@@ -51,7 +51,7 @@ void add_request_options(CLI::App& cmd, RequestOptions& o, unsigned groups,
                                                                 " steps and guidance 6");
 
 struct RuntimeOptions {
-  std::string activations = "f32";
+  std::optional<std::string> activations;  // unset: default_activation_dtype(device)
   std::string weight_cache = "none";
   std::string device = "cpu";
   std::optional<int> threads;

@@ -15,7 +15,8 @@ namespace stepmix::cli {
 namespace {
 
 struct VaeCliOptions {
-  std::string vae, activations = "f32", device = "cpu";
+  std::string vae, device = "cpu";
+  std::optional<std::string> activations;  // unset: default_activation_dtype(device)
   std::optional<std::string> max_memory;
   VaeDecodeOptions decode;
   VaeEncodeOptions encode;
@@ -23,8 +24,8 @@ struct VaeCliOptions {
   VaeRunOptions run(const char* what) const {
     VaeRunOptions r;
     r.vae = vae;
-    r.activations = parse_activation_dtype(activations);
     r.device = parse_device(device);
+    r.activations = activations ? parse_activation_dtype(*activations) : default_activation_dtype(r.device);
     if (max_memory) r.max_memory = parse_memory_size(*max_memory, "--max-memory");
     // One line on stderr when it is a terminal, rewritten per latent frame.
     if (isatty(STDERR_FILENO))
@@ -42,9 +43,9 @@ void add_common(CLI::App& cmd, VaeCliOptions& o) {
   cmd.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd.add_option("--vae", o.vae, "vae folder (config.json + *.safetensors) or a model folder with vae/")->required();
   cmd.add_option("--activations", o.activations,
-                 "f32 (default; matches float32 references) or bf16 (bf16 convolution operands, float32 sums)")
-      ->default_val("f32");
-  cmd.add_option("--device", o.device, "cpu, or cuda to run on the GPU (with --activations bf16)")
+                 "f32 (matches float32 references) or bf16 (bf16 convolution operands, float32 sums). Default: f32 on "
+                 "the CPU, bf16 on cuda (the only one it runs)");
+  cmd.add_option("--device", o.device, "cpu, or cuda to run on the GPU (bf16 activations)")
       ->default_val("cpu")
       ->envname("STEPMIX_DEVICE");
   cmd.add_option("--max-memory", o.max_memory,

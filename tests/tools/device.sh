@@ -6,7 +6,8 @@
 # usable, a bf16 forward runs, a generation on a model with vae/ decodes its
 # picture on the GPU, image-to-video encodes its picture there, `vae decode`
 # and `vae encode` run there, bench reports peak GPU memory, compare writes
-# its report, and float32 activations are refused with one line. The tests'
+# its report, activations are bf16 unless --activations says otherwise, and
+# float32 activations are refused with one line. The tests'
 # CPU build of the CUDA backend (stepmix_on_cpu) takes the GPU branch too.
 # $1 = stepmix binary, $2 = tests/data.
 set -u
@@ -38,11 +39,11 @@ printf 'ids:28,93,12,50,83,45,72,55,80,64,77,94,95\tlabel:1\n' >"$tmp/prompts.tx
 compare=(compare --model "$g/transformer-fp8" --reference "$g/transformer" --prompts "$tmp/prompts.txt" --seeds 1
   --steps 2 --latent-shape 4,1,6,8 --device cuda --activations bf16 --out "$tmp/report")
 if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err"; then
-  # A usable GPU: the forward ran; float32 activations are CPU-only.
+  # A usable GPU: the forward ran.
   echo "device: a usable GPU is present"
   checks=$((checks + 1))
   [[ -s $tmp/x.safetensors ]] || fail "the cuda forward wrote no output"
-  rm -f "$tmp/x.safetensors"
+  mv "$tmp/x.safetensors" "$tmp/bf16.safetensors"
   # cuBLASLt is opened there, not linked (the CPU build of the backend,
   # STEPMIX_TEST_ON_CPU=1, runs on its model of the library instead).
   if [[ ${STEPMIX_TEST_ON_CPU:-0} != 1 ]]; then
@@ -52,17 +53,26 @@ if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/e
     cat "$tmp"/ld-gpu.* 2>/dev/null | grep -qE "file=[^ ]*libcublasLt\.so.*dynamically loaded by" ||
       fail "the cuda forward did not open cuBLASLt with dlopen"
   fi
+  # Without --activations the GPU runs bf16: the same bytes as asking for it.
+  checks=$((checks + 1))
   rm -f "$tmp/x.safetensors"
+  STEPMIX_DEVICE=cuda "$bin" "${forward[@]}" >/dev/null 2>"$tmp/err" || fail "the default cuda forward: $(cat "$tmp/err")"
+  cmp -s "$tmp/bf16.safetensors" "$tmp/x.safetensors" || fail "the default cuda forward is not the bf16 one"
+  rm -f "$tmp/x.safetensors" "$tmp/bf16.safetensors"
   expect_error f32-on-cuda "--activations f32 is CPU-only; use --activations bf16 with --device cuda" \
     "${forward[@]}" --device cuda --activations f32
-  STEPMIX_DEVICE=cuda expect_error f32-on-cuda-env "--activations f32 is CPU-only" "${forward[@]}"
+  STEPMIX_DEVICE=cuda expect_error f32-on-cuda-env "--activations f32 is CPU-only" "${forward[@]}" --activations f32
   # The VAE decodes on the GPU, from the CLI and after a generation.
   checks=$((checks + 1))
   "$bin" "${decode[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err" || fail "vae decode on cuda: $(cat "$tmp/err")"
   grep -q "bf16 activations, on the GPU)" "$tmp/out" || fail "vae decode on cuda: $(cat "$tmp/out")"
   [[ -s $tmp/x.png ]] || fail "vae decode on cuda wrote no picture"
   rm -f "$tmp/x.png"
-  expect_error vae-f32-on-cuda "--activations f32 is CPU-only" "${decode[@]}" --device cuda
+  expect_error vae-f32-on-cuda "--activations f32 is CPU-only" "${decode[@]}" --device cuda --activations f32
+  checks=$((checks + 1))
+  "$bin" "${decode[@]}" --device cuda >"$tmp/out" 2>"$tmp/err" || fail "vae decode on cuda, default dtype: $(cat "$tmp/err")"
+  grep -q "bf16 activations, on the GPU)" "$tmp/out" || fail "vae decode on cuda, default dtype: $(cat "$tmp/out")"
+  rm -f "$tmp/x.png"
   checks=$((checks + 1))
   "$bin" "${encode[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err" || fail "vae encode on cuda: $(cat "$tmp/err")"
   grep -q "bf16 activations, on the GPU)" "$tmp/out" || fail "vae encode on cuda: $(cat "$tmp/out")"

@@ -34,6 +34,10 @@ grep -q '"activations": "bf16"' <<<"$out" || fail "json activations: $out"
 grep -qF '"trace": "W8A16x3 / W8A8x29 / W8A16x3"' <<<"$out" || fail "bf16 trace: $out"
 cmp -s "$tmp/f.safetensors" "$tmp/g.safetensors" || fail "--activations bf16 reruns differ"
 cmp -s "$tmp/b.safetensors" "$tmp/f.safetensors" && fail "--activations bf16 gave the float32 latents"
+# Without --activations the CPU runs float32 (the GPU's default is bf16: cli.device).
+out=$("$bin" generate "${common[@]}" --steps 2 --seed 5 --json --save-latents "$tmp/h.safetensors") ||
+  fail "default activations"
+grep -q '"activations": "f32"' <<<"$out" || fail "the CPU's default activations are not f32: $out"
 # CFG in one batched forward (the default) or the two passes one after the
 # other (STEPMIX_CFG_BATCH=0): the same bytes, for both activation dtypes, on
 # the tiny checkpoint and on the embedded model.
