@@ -58,12 +58,15 @@ inline constexpr double kDefaultGuidance = 6.0;
 inline constexpr double kDefaultFps = 24.0;
 
 // Limits of a request, checked before anything is allocated (also for
-// defaults read from a model's files).
-inline constexpr int kMaxSteps = 10000;
+// defaults read from a model's files); kMaxSteps is stepmix/policy.hpp's.
 inline constexpr double kMaxGuidance = 100.0;
 inline constexpr int kMaxFrames = 4097;                   // 1 + 4·1024
 inline constexpr int kMaxPixels = 16384;                  // height, width
 inline constexpr int64_t kMaxVisionTokens = int64_t(1) << 20;
+// Frame rates (a video's, which also spaces its frames' temporal positions:
+// frame f sits base_fps/fps·f after the first).
+inline constexpr double kMinFps = 0.01;
+inline constexpr double kMaxFps = 1000.0;
 
 // One generation. Unset optionals take the model's defaults, then the
 // built-in ones.
@@ -205,6 +208,10 @@ struct NamedTensor {
 
 class VaeStage;  // the model's video VAE (private to the library)
 
+// Threads: the const members (info, plan, encode_prompt, ...) may run on
+// several threads at once; generate, forward_file and the writing of a
+// model's GenerationOutputs run one at a time per model. A moved-from Model
+// may only be assigned to or destroyed.
 class Model {
  public:
   // A Diffusers model directory (transformer/, scheduler/, text_tokenizer/,

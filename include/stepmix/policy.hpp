@@ -203,10 +203,14 @@ struct StepPlan {
   Precision native = Precision::W8A8;    // outside a run: W8A8, or BF16 without FP8
 };
 
+// The most denoising steps a plan (and a request, stepmix/model.hpp) has.
+inline constexpr int kMaxSteps = 10000;
+
 // Precision of every iteration of one loop. checkpoint_has_fp8 = the
 // transformer holds serialised FP8 governed Linears. Without them everything
 // is BF16 (an enabled schedule without FP8 is an error); schedule off on FP8 →
-// W8A8 everywhere, reasoner included. Throws when num_steps <= 0.
+// W8A8 everywhere, reasoner included. Throws when num_steps is outside
+// [1, kMaxSteps].
 StepPlan plan_steps(const ResolvedPolicy& policy, bool checkpoint_has_fp8, int num_steps);
 
 // Run-length summary in loop order, e.g. "W8A16x3 / W8A8x29 / W8A16x3"

@@ -30,9 +30,12 @@ struct QuantizeOptions {
   std::string out_dir;    // must not exist
   std::optional<std::string> calib_prompts;  // default MODEL/calibration_prompts.txt
   int calib_seeds = 2;
-  // Sampling of the calibration trajectories (prompt fields and seed are
-  // not used: prompts come from calib_prompts, seeds are 0..calib_seeds-1);
-  // steps default 8 and guidance 3 unless the model or the request says.
+  // Sampling of the calibration trajectories; steps default 8 and guidance
+  // 3 unless the model or the request says. Fields quantize takes from
+  // elsewhere must stay unset (an error names them): prompt and prompt_ids
+  // (calib_prompts), seed and noise (seeds 0..calib_seeds-1), image,
+  // scheduler and flow_shift (the model's scheduler or scheduler_config),
+  // policy (calibration runs dense).
   GenerateRequest request;
   // The step policy to write: first/last window sizes; nullopt writes
   // "runtime": null.
@@ -46,8 +49,9 @@ struct CompareOptions {
   std::string model_dir, prompts_file, out_dir;
   std::optional<std::string> reference_dir;
   int seeds = 0;  // seeds 0..seeds-1 per prompt
-  // Everything but the prompt (from prompts_file), the seed and the policy
-  // (each mode's own) is used as given.
+  // Everything but the prompt (from prompts_file), the seed and noise (seeds
+  // 0..seeds-1) and the policy (each mode's own) is used as given; those
+  // must stay unset (an error names them).
   GenerateRequest request;
   std::vector<std::string> policies;  // extra modes "first-last:F,L"
   std::optional<std::string> classifier_dir;

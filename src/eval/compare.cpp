@@ -15,9 +15,10 @@
 #include "eval/metrics.hpp"
 #include "eval/report.hpp"
 #include "eval/report_png.hpp"
+#include "io/output_set.hpp"
 #include "io/png.hpp"
 #include "io/safetensors.hpp"
-#include "io/output_set.hpp"
+#include "pipeline/model_setup.hpp"
 #include "stepmix/tools.hpp"
 
 namespace stepmix {
@@ -144,6 +145,16 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
     throw Error("compare", "--diff-gain: expected a number in (0, 1e6], got " + Error::number(opt.diff_gain));
   if (opt.request.negative_prompt && opt.request.negative_prompt_ids)
     throw Error("compare", "give --negative-prompt or --negative-prompt-ids, not both");
+  // What each image takes from the prompts file, its seed and its mode.
+  const GenerateRequest& r = opt.request;
+  const std::string prompts_source = "each image's prompt comes from the prompts file";
+  refuse_request_field(r.prompt.has_value(), "compare", "prompt", prompts_source);
+  refuse_request_field(r.prompt_ids.has_value(), "compare", "prompt_ids", prompts_source);
+  refuse_request_field(r.noise.has_value(), "compare", "noise",
+                       "each image's noise is drawn from its seed, 0 .. seeds - 1");
+  refuse_request_field(r.seed != 0, "compare", "seed", "the seeds are 0 .. seeds - 1");
+  refuse_request_field(r.policy.any_field() || r.policy.mode != MixedPrecisionMode::Auto, "compare", "policy",
+                       "each mode sets its own; extra modes are CompareOptions::policies");
   std::set<std::string> seen;
   for (const std::string& p : opt.policies) {
     parse_first_last(p);

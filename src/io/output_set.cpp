@@ -311,6 +311,13 @@ void OutputSet::check_duplicates_and_inputs() const {
                        ", which stepmix does not overwrite; choose another output");
       if (a.kind == Kind::Folder && a.exists && in.resolved.rfind(a.resolved + "/", 0) == 0)
         fail(a.label, a.path, "holds the input " + in.label + " " + in.path + ", so it cannot be replaced");
+      // A new file the model's loaders would read (a second .safetensors
+      // beside the weights) changes the model as surely as an overwrite.
+      if (a.kind == Kind::File && a.action == Action::Create && !in.folder.empty() && is_model_file_name(a.name) &&
+          parent_of(in.resolved) == a.folder)
+        fail(a.label, a.path,
+             "would add " + a.name + " beside " + in.path + " in the input " + in.label + " " + in.folder +
+                 ", where the model's loaders would read it; choose another folder");
     }
     if (a.action == Action::WriteThrough) continue;  // writing /dev/null twice destroys nothing
     for (std::size_t j = 0; j < i; ++j) {

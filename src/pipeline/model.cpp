@@ -171,8 +171,7 @@ void check_request_values(const GenerateRequest& r, int steps, double guidance, 
   const std::string defaults = dir.model_index_path.value_or("model_index.json") + ": stepmix.";
   check_steps_value(steps, "generate", r.steps ? std::string("--steps") : defaults + "num_inference_steps");
   check_guidance_value(guidance, "generate", r.guidance ? std::string("--guidance") : defaults + "guidance_scale");
-  if (!std::isfinite(r.fps) || !(r.fps > 0) || r.fps > 1000)
-    throw Error("generate", "--fps: expected a finite number in (0, 1000], got " + std::to_string(r.fps));
+  check_fps_value(r.fps, "generate", "--fps");
   if (r.flow_shift && !(*r.flow_shift >= sched::kMinFlowShift && *r.flow_shift <= sched::kMaxFlowShift))
     throw Error("generate", "--flow-shift: expected a number in [0.01, 1000], got " + Error::number(*r.flow_shift));
   if (r.frames && (*r.frames < 1 || *r.frames > kMaxFrames))
@@ -335,6 +334,13 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
   result.plan = plan(r);
   const GeneratePlan& p = result.plan;
   const auto [C, T, H, W] = p.latent_shape;
+  // Before the image's latent is copied into the noise, which must hold
+  // every value of the latent for that.
+  if (r.noise && r.noise->size() != std::size_t(C * T * H * W))
+    throw Error("generate", "initial noise has " + std::to_string(r.noise->size()) + " values, the latent " +
+                                shape_string({1, C, T, H, W}) + " needs " + std::to_string(C * T * H * W));
+  // A token cancelled before the call stops it before the first step.
+  if (cancel && cancel->cancelled()) throw Cancelled(0, p.steps);
 
   DenoiseRequest request = m.request_of(p);
   request.fps = r.fps;

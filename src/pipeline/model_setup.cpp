@@ -64,6 +64,17 @@ void check_guidance_value(double guidance, const std::string& component, const s
                                "], got " + std::to_string(guidance));
 }
 
+void check_fps_value(double fps, const std::string& component, const std::string& field) {
+  if (!(fps >= kMinFps && fps <= kMaxFps))
+    throw Error(component, field + ": expected a number in [" + Error::number(kMinFps) + ", " +
+                               Error::number(kMaxFps) + "], got " + Error::number(fps));
+}
+
+void refuse_request_field(bool set, const std::string& component, const std::string& field, const std::string& source) {
+  if (set)
+    throw Error(component, "request." + field + " is not used here (" + source + "); leave it unset");
+}
+
 void check_negative_prompt_has_a_pass(const GenerateRequest& r, double guidance, const std::string& component) {
   if (guidance == 1.0 && (r.negative_prompt || r.negative_prompt_ids))
     throw Error(component, std::string(r.negative_prompt ? "--negative-prompt" : "--negative-prompt-ids") +
@@ -183,6 +194,7 @@ PromptGeometry prompt_geometry_for(const GeometryRequest& r, const std::array<in
 }
 
 text::PromptModel& PromptEncoder::model() {
+  const std::lock_guard<std::mutex> lock(load_mutex_);
   if (!model_) {
     if (!dir_.tokenizer_path)
       throw Error("prompt", dir_.root +
@@ -210,14 +222,29 @@ text::Cosmos3PromptRequest prompt_request(const std::string& prompt, const std::
 
 }  // namespace
 
+namespace {
+
+// A word of a prompt (or of a vocabulary) quoted in a warning: one harmless
+// line, with at most 80 bytes of a long word.
+std::string quoted_word(const std::string& word) {
+  constexpr std::size_t kMaxBytes = 80;
+  if (word.size() <= kMaxBytes) return "\"" + Error::visible(word) + "\"";
+  std::size_t cut = kMaxBytes;
+  while (cut > 0 && (static_cast<unsigned char>(word[cut]) & 0xC0) == 0x80) --cut;  // a UTF-8 boundary
+  return "\"" + Error::visible(word.substr(0, cut)) + "...\" (" + std::to_string(word.size()) + " bytes)";
+}
+
+}  // namespace
+
 std::vector<int64_t> PromptEncoder::plain_prefix(const std::string& text, const char* which,
                                                  std::vector<std::string>* warnings) {
   std::vector<std::string> unknown;
   std::vector<int64_t> ids = model().understanding_prefix(text, warnings ? &unknown : nullptr);
   for (const std::string& word : unknown) {
     std::string nearest;
-    for (const std::string& w : model().tokenizer().nearest_words(word, 3)) nearest += (nearest.empty() ? "" : ", ") + w;
-    warnings->push_back(std::string(which) + " word \"" + word + "\" is not in the vocabulary of " +
+    for (const std::string& w : model().tokenizer().nearest_words(word, 3))
+      nearest += (nearest.empty() ? "" : ", ") + Error::visible(w);
+    warnings->push_back(std::string(which) + " word " + quoted_word(word) + " is not in the vocabulary of " +
                         *dir_.tokenizer_path + " and reads as its unknown token, like any unknown word; nearest: " +
                         nearest);
   }

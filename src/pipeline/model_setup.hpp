@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -32,6 +33,14 @@ ModelDefaults read_model_defaults(const ModelDirectory& dir);
 // got ...") outside [1, kMaxSteps] / a finite number in [0, kMaxGuidance].
 void check_steps_value(int steps, const std::string& component, const std::string& field);
 void check_guidance_value(double guidance, const std::string& component, const std::string& field);
+// A frame rate in [kMinFps, kMaxFps], the same way.
+void check_fps_value(double fps, const std::string& component, const std::string& field);
+
+// A field of a request that `component` takes from elsewhere (quantize's
+// prompts from its prompt file, compare's noise from its seeds) must be
+// unset: "<component>: request.<field> is not used here (<source>); leave it
+// unset", not silently replaced.
+void refuse_request_field(bool set, const std::string& component, const std::string& field, const std::string& source);
 
 // Guidance 1 runs no unconditional pass: a negative prompt (text or ids) in
 // the request would be ignored, so it is an error tagged `component`.
@@ -112,6 +121,9 @@ class PromptEncoder {
   std::vector<int64_t> plain_prefix(const std::string& text, const char* which, std::vector<std::string>* warnings);
 
   const ModelDirectory& dir_;
+  // Model::plan is const and may run on several threads: the first use loads
+  // under the lock (the tokenizer itself is safe to share once loaded).
+  std::mutex load_mutex_;
   std::optional<text::PromptModel> model_;
 };
 

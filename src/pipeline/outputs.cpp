@@ -32,6 +32,9 @@ Image8 latent_to_image(const std::vector<float>& latent, const std::array<int64_
   return img;
 }
 
+// "[1, C, T, H, W]"
+std::string latent_string(const std::array<int64_t, 4>& s) { return shape_string({1, s[0], s[1], s[2], s[3]}); }
+
 std::string sampler_name(const std::string& scheduler) {
   if (scheduler.rfind("UniPC", 0) == 0) return "UniPC";
   if (scheduler.rfind("FlowMatchEuler", 0) == 0) return "Euler";
@@ -54,6 +57,10 @@ GenerationOutputs::GenerationOutputs(const Model& model, const GeneratePlan& pla
                                      const std::vector<std::string>& inputs)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
+  for (int64_t d : plan.latent_shape)
+    if (d <= 0)
+      throw Error("output",
+                  "the plan's latent " + latent_string(plan.latent_shape) + " is empty; a plan comes from Model::plan");
   m.plan = plan;
   m.options = model.options();
   for (const std::string& f : model.weight_files()) m.set.add_input("the checkpoint's", f);
@@ -127,6 +134,16 @@ void GenerationOutputs::write(const GenerateResult& result, const OutputMetadata
                               const std::function<void(int64_t, int64_t)>& on_decode) {
   Impl& m = *impl_;
   const auto [C, T, H, W] = result.plan.latent_shape;
+  // The outputs were checked (formats, decode memory) for the plan given to
+  // the constructor, and every encoder indexes the latent by its shape.
+  if (result.plan.latent_shape != m.plan.latent_shape)
+    throw Error("output", "the result's latent " + latent_string(result.plan.latent_shape) + " is not the " +
+                              latent_string(m.plan.latent_shape) +
+                              " these outputs were checked for; nothing was written");
+  if (result.latent.size() != std::size_t(C * T * H * W))
+    throw Error("output", "the result holds " + std::to_string(result.latent.size()) + " latent values, its latent " +
+                              latent_string(result.plan.latent_shape) + " has " + std::to_string(C * T * H * W) +
+                              "; nothing was written");
   if (const auto bad = first_non_finite(result.latent.data(), result.latent.size()))
     throw Error("generate", "the final latent holds a non-finite value at element " + std::to_string(*bad) +
                                 "; nothing was written");

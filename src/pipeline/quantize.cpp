@@ -144,8 +144,21 @@ QuantizeReport quantize_checkpoint(const QuantizeSettings& s) {
   outputs.add_input("--model", dir.root);
   const OutputSet::Id folder = outputs.add_folder("--out", s.out_dir, false);
   outputs.validate();
+  // The model's folders are copied into the output: an output inside the
+  // model would be copied into itself.
+  const std::string root = fs::weakly_canonical(dir.root).string();
+  if (outputs.destination(folder).rfind(root + "/", 0) == 0)
+    throw Error("quantize", "--out " + s.out_dir + ": is inside the model folder " + s.model_dir +
+                                ", which is copied into it; choose a folder outside the model");
   if (dir.transformer_dir == dir.root)
     throw Error("quantize", s.model_dir + ": expected a Diffusers model directory (with transformer/)");
+  // The policy is checked as the output's config will be read, before the
+  // calibration rather than by the first load of what it wrote.
+  {
+    json written = dir.config;
+    written["quantization_config"] = modelopt_fp8_quantization_config(s.policy, true);
+    parse_step_policy(written, "the policy to write (--policy)");
+  }
   if (dir.config.contains("quantization_config") && !dir.config["quantization_config"].is_null())
     throw Error("quantize", dir.config_path + ": quantization_config: the model is already quantized");
   if (s.calibration.prompts.empty()) throw Error("quantize", "no calibration prompts");
@@ -234,6 +247,19 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
   s.policy = opt.policy;
 
   const GenerateRequest& r = opt.request;
+  const std::string prompts_source = "the calibration prompts come from calib_prompts";
+  refuse_request_field(r.prompt.has_value(), "quantize", "prompt", prompts_source);
+  refuse_request_field(r.prompt_ids.has_value(), "quantize", "prompt_ids", prompts_source);
+  refuse_request_field(r.noise.has_value(), "quantize", "noise", "each trajectory's noise is drawn from its seed");
+  refuse_request_field(r.image.has_value(), "quantize", "image", "calibration samples text-to-image or -video");
+  refuse_request_field(r.seed != 0, "quantize", "seed", "the seeds are 0 .. calib_seeds - 1");
+  const std::string scheduler_source =
+      "calibration samples with the model's scheduler_config.json, or scheduler_config";
+  refuse_request_field(r.scheduler.has_value(), "quantize", "scheduler", scheduler_source);
+  refuse_request_field(r.flow_shift.has_value(), "quantize", "flow_shift", scheduler_source);
+  refuse_request_field(r.policy.any_field() || r.policy.mode != MixedPrecisionMode::Auto, "quantize", "policy",
+                       "calibration runs the BF16 model dense; the policy to write is QuantizeOptions::policy");
+  check_fps_value(r.fps, "quantize", "request.fps");
   CalibrationSettings& c = s.calibration;
   const std::string prompts_file =
       opt.calib_prompts.value_or((fs::path(dir.root) / "calibration_prompts.txt").string());

@@ -1,5 +1,6 @@
 #include "pipeline/sequence.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,10 @@ T read_key(const json& config, const std::string& path, const char* key, T fallb
 
 }  // namespace
 
+// Position ids are float32, exact for integers up to 2^24; the bound also
+// keeps und_len + margin and H + patch_size - 1 far from int64 overflow.
+constexpr int64_t kMaxPosition = int64_t(1) << 24;
+
 SequenceSettings read_sequence_settings(const json& config, const std::string& path) {
   SequenceSettings s;
   s.base_fps = read_key(config, path, "base_fps", s.base_fps);
@@ -39,9 +44,6 @@ SequenceSettings read_sequence_settings(const json& config, const std::string& p
       read_key(config, path, "unified_3d_mrope_temporal_modality_margin", s.temporal_modality_margin);
   s.reset_spatial_ids = read_key(config, path, "unified_3d_mrope_reset_spatial_ids", s.reset_spatial_ids);
   s.patch_size = read_key(config, path, "latent_patch_size", s.patch_size);
-  // Position ids are float32, exact for integers up to 2^24; the bound also
-  // keeps und_len + margin and H + patch_size - 1 far from int64 overflow.
-  constexpr int64_t kMaxPosition = int64_t(1) << 24;
   if (!(s.base_fps > 0)) throw Error("config", path + ": base_fps: expected a positive number");
   if (s.temporal_modality_margin < 0 || s.temporal_modality_margin > kMaxPosition)
     throw Error("config", path + ": unified_3d_mrope_temporal_modality_margin: expected an integer in [0, " +
@@ -63,6 +65,15 @@ std::vector<float> build_position_ids(int64_t und_len, int64_t frames, int64_t p
   // Float32 in the reference's order: (f / tps) * base_tps + offset.
   const float tps = float(fps) / 4.0f;
   const float base_tps = float(settings.base_fps) / 4.0f;
+  if (modulate) {
+    // A frame rate far below base_fps spreads the frames past what float32
+    // positions hold (and past infinity: NaN in the rotary embedding).
+    const float last = (float(frames - 1) / tps) * base_tps + float(offset);
+    if (!(std::fabs(last) <= float(kMaxPosition)))
+      throw Error("pipeline", "fps " + Error::number(fps) + " with base_fps " + Error::number(settings.base_fps) +
+                                  " puts latent frame " + std::to_string(frames - 1) + " at temporal position " +
+                                  Error::number(last) + "; positions must stay within 2^24");
+  }
   const int64_t spatial_offset = settings.reset_spatial_ids ? 0 : offset;
   int64_t col = und_len;
   for (int64_t f = 0; f < frames; ++f) {

@@ -36,7 +36,10 @@ bool step_is_a16(int i, int num_steps, int first_steps, int last_steps, TowerMod
 }
 
 StepPlan plan_steps(const ResolvedPolicy& policy, bool checkpoint_has_fp8, int num_steps) {
-  require_positive_steps(num_steps);
+  // A plan holds an entry per step: bounded before it is allocated.
+  if (num_steps < 1 || num_steps > kMaxSteps)
+    fail_argument("num_steps: expected an integer in [1, " + std::to_string(kMaxSteps) + "], got " +
+                  std::to_string(num_steps));
   StepPlan plan;
   if (!checkpoint_has_fp8) {
     if (policy.enabled) {

@@ -5,6 +5,7 @@
 
 #include "io/json_input.hpp"
 #include "stepmix/error.hpp"
+#include "stepmix/model.hpp"
 
 namespace stepmix::text {
 namespace {
@@ -49,7 +50,11 @@ Cosmos3Texts cosmos3_texts(const Cosmos3PromptRequest& r, bool use_system_prompt
   if (request_width(r) < 1) throw Error("prompt", "width: expected a positive integer, got " + std::to_string(request_width(r)));
   if (r.num_frames < 1)
     throw Error("prompt", "num_frames: expected a positive integer, got " + std::to_string(r.num_frames));
-  if (!std::isfinite(r.fps) || r.fps <= 0) throw Error("prompt", "fps: expected a positive number, got " + format_fixed(r.fps, 3));
+  // The frame rate a generation accepts: a tiny one makes the duration
+  // sentence's seconds overflow.
+  if (!(r.fps >= kMinFps && r.fps <= kMaxFps))
+    throw Error("prompt", "fps: expected a number in [" + Error::number(kMinFps) + ", " + Error::number(kMaxFps) +
+                              "], got " + Error::number(r.fps));
 
   const bool image = is_image_request(r);
   Cosmos3Texts t;

@@ -70,7 +70,8 @@ std::size_t parse_memory_size(const std::string& text, const std::string& option
                        : unit == "M" ? 1024.0 * 1024
                        : unit == "G" ? 1024.0 * 1024 * 1024
                                      : -1.0;
-  if (end == 0 || scale < 0 || !(value > 0) || !std::isfinite(value * scale) || value * scale > 0x1p62)
+  // At least one byte: "0.5" or "1e-300G" would otherwise be a limit of 0.
+  if (end == 0 || scale < 0 || !(value * scale >= 1) || !std::isfinite(value * scale) || value * scale > 0x1p62)
     throw Error("vae", option + ": expected a positive size such as 8G, 512M or 1048576, got '" + text + "'");
   return std::size_t(value * scale);
 }
@@ -86,7 +87,9 @@ void vae_decode(const VaeDecodeOptions& o, std::FILE* out) {
     }
   }
   outputs.frames_dir = o.frames_dir;
-  if (!(o.fps > 0) || o.fps > 1000) throw Error("vae", "--fps: expected a number in (0, 1000], got " + std::to_string(o.fps));
+  if (!(o.fps >= kMinFps && o.fps <= kMaxFps))
+    throw Error("vae", "--fps: expected a number in [" + Error::number(kMinFps) + ", " + Error::number(kMaxFps) +
+                           "], got " + Error::number(o.fps));
   outputs.fps = o.fps;
   VaeDevice* device = device_of(o.run);
   vae::VaeOptions load;

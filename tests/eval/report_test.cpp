@@ -10,9 +10,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/error_of.hpp"
 #include "common/golden.hpp"
 #include "eval/report_png.hpp"
 #include "eval/text_renderer.hpp"
+#include "stepmix/tools.hpp"
 #include "stepmix/error.hpp"
 
 namespace stepmix {
@@ -237,6 +239,30 @@ TEST(CompareReport, WithoutAFontPlotsHaveNoLabels) {
   EXPECT_EQ(none->width("W8A8", 13), 0);
   EXPECT_EQ(img.pixels, std::vector<uint8_t>(20 * 20 * 3, 7));
   EXPECT_FALSE(TextRenderer::from_file("")->available());
+}
+
+TEST(CompareRequest, FieldsEachImageTakesFromElsewhereAreRefused) {
+  // Checked before any model is opened: the folders need not exist.
+  CompareOptions o;
+  o.model_dir = "absent-model";
+  o.prompts_file = "absent-prompts.txt";
+  o.out_dir = "absent-report";
+  o.seeds = 2;
+  o.request.noise = std::vector<float>(16, 0.0f);
+  std::string e = test::error_of([&] { compare(o, stdout); });
+  EXPECT_NE(e.find("[compare] request.noise is not used here (each image's noise is drawn from its seed, 0 .. seeds - "
+                   "1); leave it unset"),
+            std::string::npos)
+      << e;
+  o.request = {};
+  o.request.seed = 3;
+  EXPECT_NE(test::error_of([&] { compare(o, stdout); }).find("request.seed is not used here"), std::string::npos);
+  o.request = {};
+  o.request.prompt = "a boot";
+  EXPECT_NE(test::error_of([&] { compare(o, stdout); }).find("request.prompt is not used here"), std::string::npos);
+  o.request = {};
+  o.request.policy.mode = MixedPrecisionMode::None;
+  EXPECT_NE(test::error_of([&] { compare(o, stdout); }).find("request.policy is not used here"), std::string::npos);
 }
 
 }  // namespace

@@ -256,6 +256,31 @@ TEST_F(OutputSetTest, AnOutputThatIsAnInputIsRefused) {
   EXPECT_EQ(read(weights), "weights");
 }
 
+TEST_F(OutputSetTest, ANewFileTheModelWouldReadIsNotAddedToItsFolders) {
+  write_text("model/model_index.json", "{}");
+  write_text("model/transformer/config.json", "{}");
+  const fs::path weights = write_text("model/transformer/diffusion_pytorch_model.safetensors", "weights");
+  fs::create_directories(dir_ / "elsewhere");
+  const auto attempt = [&](const fs::path& out) {
+    OutputSet set;
+    set.add_input("--model", (dir_ / "model").string());
+    set.add_file("--out", out.string());
+    return error_of([&] { set.validate(); });
+  };
+  // A second safetensors file beside the weights would be loaded with them.
+  std::string e = attempt(dir_ / "model" / "transformer" / "latent.safetensors");
+  EXPECT_NE(e.find("would add latent.safetensors beside " + weights.string() + " in the input --model " +
+                   (dir_ / "model").string() + ", where the model's loaders would read it"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(attempt(dir_ / "model" / "hf_quant_config.json").find("would add hf_quant_config.json"), std::string::npos);
+  // What stepmix does not read there, and model-like names elsewhere, are fine.
+  EXPECT_EQ(attempt(dir_ / "model" / "transformer" / "preview.png"), "");
+  EXPECT_EQ(attempt(dir_ / "model" / "bench.json"), "");
+  EXPECT_EQ(attempt(dir_ / "elsewhere" / "latent.safetensors"), "");
+  EXPECT_FALSE(fs::exists(dir_ / "model" / "transformer" / "latent.safetensors"));
+}
+
 TEST_F(OutputSetTest, OutputsAreCommittedTogether) {
   const fs::path png = write_text("x.png", "old png");
   const fs::path latents = write_text("x.safetensors", "old latents");

@@ -6,14 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <fstream>
 #include <filesystem>
 
+#include "common/error_of.hpp"
 #include "common/temp_dir.hpp"
 #include "io/checkpoint.hpp"
 #include "model/model_test_util.hpp"
 #include "quant/governed.hpp"
 #include "stepmix/error.hpp"
+#include "stepmix/tools.hpp"
 
 namespace stepmix {
 namespace {
@@ -117,6 +120,45 @@ TEST_F(QuantizeTest, RefusesExistingOutputAndQuantizedInput) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("already quantized"), std::string::npos);
   }
+  EXPECT_FALSE(fs::exists(settings_.out_dir));
+}
+
+TEST_F(QuantizeTest, WhatCannotBeWrittenIsRefusedBeforeCalibrating) {
+  // An output inside the model would be copied into itself.
+  settings_.out_dir = (dir_ / "bf16" / "q8").string();
+  std::string e = test::error_of([&] { quantize_checkpoint(settings_); });
+  EXPECT_NE(e.find("--out " + settings_.out_dir + ": is inside the model folder"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(settings_.out_dir));
+  // A policy that the written checkpoint's first load would refuse.
+  settings_.out_dir = (dir_ / "fp8").string();
+  settings_.policy = StepPolicy{-2, 3};
+  e = test::error_of([&] { quantize_checkpoint(settings_); });
+  EXPECT_NE(e.find("[policy] the policy to write (--policy): "), std::string::npos) << e;
+  EXPECT_NE(e.find("first_steps"), std::string::npos) << e;
+  settings_.policy = StepPolicy{};
+  settings_.policy->scope.clear();
+  e = test::error_of([&] { quantize_checkpoint(settings_); });
+  EXPECT_NE(e.find("scope"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(settings_.out_dir));
+}
+
+TEST_F(QuantizeTest, RequestFieldsItDoesNotUseAreRefused) {
+  QuantizeOptions o;
+  o.model_dir = settings_.model_dir;
+  o.out_dir = settings_.out_dir;
+  const auto refused = [&](const std::function<void(GenerateRequest&)>& set, const std::string& want) {
+    o.request = {};
+    set(o.request);
+    const std::string e = test::error_of([&] { quantize(o, stdout); });
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+  };
+  refused([](GenerateRequest& r) { r.noise = std::vector<float>(192, 0.0f); },
+          "[quantize] request.noise is not used here (each trajectory's noise is drawn from its seed); leave it unset");
+  refused([](GenerateRequest& r) { r.prompt_ids = std::vector<int64_t>{1, 2}; }, "request.prompt_ids is not used here");
+  refused([](GenerateRequest& r) { r.seed = 7; }, "request.seed is not used here");
+  refused([](GenerateRequest& r) { r.flow_shift = 3.0; }, "request.flow_shift is not used here");
+  refused([](GenerateRequest& r) { r.policy.first_steps = 2; }, "request.policy is not used here");
+  refused([](GenerateRequest& r) { r.fps = 1e-39; }, "request.fps: expected a number in [0.01, 1000], got 1e-39");
   EXPECT_FALSE(fs::exists(settings_.out_dir));
 }
 

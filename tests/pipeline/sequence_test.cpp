@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
+#include "common/error_of.hpp"
 #include "model/model_test_util.hpp"
 #include "pipeline/noise.hpp"
 #include "stepmix/error.hpp"
@@ -62,6 +63,20 @@ TEST(Sequence, FpsModulationAndSpatialReset) {
   EXPECT_EQ(pos[5 + 4], 102.0f);      // H row, patch (1, 1)
   EXPECT_EQ(pos[2 * 5 + 3], 101.0f);  // W row, patch (1, 0)
   EXPECT_EQ(pos[2 * 5 + 4], 102.0f);  // W row, patch (1, 1)
+}
+
+TEST(Sequence, TemporalPositionsStayWithinFloat32Integers) {
+  SequenceSettings s;  // base_fps 24, modulation on
+  // fps 0.01: frame 2 at O + 2 * 2400, fine; 1e-39 would put it at infinity.
+  EXPECT_EQ(build_position_ids(1, 3, 1, 1, 0.01, s)[1 + 2],
+            (2.0f / (float(0.01) / 4.0f)) * (24.0f / 4.0f) + float(1 + s.temporal_modality_margin));
+  std::string e = test::error_of([&] { build_position_ids(1, 3, 1, 1, 1e-39, s); });
+  EXPECT_NE(e.find("fps 1e-39 with base_fps 24 puts latent frame 2 at temporal position inf"), std::string::npos) << e;
+  s.base_fps = 1e30;
+  e = test::error_of([&] { build_position_ids(1, 3, 1, 1, 24.0, s); });
+  EXPECT_NE(e.find("positions must stay within 2^24"), std::string::npos) << e;
+  // An image has one temporal position whatever the rate.
+  EXPECT_EQ(build_position_ids(1, 1, 1, 1, 1e-39, s).size(), 6u);
 }
 
 TEST(Sequence, SettingsAreValidated) {

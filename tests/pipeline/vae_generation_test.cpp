@@ -167,10 +167,53 @@ TEST_F(VaeGeneration, RequestsThatCannotWorkAreRefusedBeforeSampling) {
   r.image = write_text("not.png", "hello");
   e = error_of([&] { model.generate(r); });
   EXPECT_NE(e.find(*r.image), std::string::npos) << e;
+  // Noise of the wrong size is refused before the picture's latent is
+  // copied into it (an empty or short vector was written past its end).
+  for (std::size_t values : {std::size_t(0), std::size_t(1), std::size_t(48 * 2 * 2 * 3 - 1)}) {
+    r = request();
+    r.image = write_picture();
+    r.noise = std::vector<float>(values, 0.5f);
+    e = error_of([&] { model.generate(r); });
+    EXPECT_NE(e.find("initial noise has " + std::to_string(values) + " values, the latent [1, 48, 2, 2, 3] needs 576"),
+              std::string::npos)
+        << e;
+  }
+  // A token cancelled before the call: no step runs.
+  CancelToken cancel;
+  cancel.cancel();
+  int steps = 0;
+  GenerateCallbacks count_steps;
+  count_steps.on_step_begin = [&](const StepEvent&) { ++steps; };
+  e = error_of([&] { model.generate(request(), count_steps, &cancel); });
+  EXPECT_NE(e.find("cancelled after step 0 of 2; nothing was written"), std::string::npos) << e;
+  EXPECT_EQ(steps, 0);
   const GeneratePlan plan = model.plan(request());
   e = error_of([&] { GenerationOutputs(model, plan, {(dir_ / "clip.avi").string(), std::nullopt, std::nullopt}); });
   EXPECT_NE(e.find("extension '.avi' is not supported here; expected .png, .mp4 or .safetensors"), std::string::npos)
       << e;
+
+  // What is written must be the result of the plan the outputs were checked for.
+  {
+    GenerationOutputs outputs(model, plan, {std::nullopt, (dir_ / "latent.safetensors").string(), std::nullopt});
+    GenerateResult result;
+    result.plan = plan;
+    result.latent.assign(48 * 2 * 2 * 3 - 1, 0.5f);
+    e = error_of([&] { outputs.write(result, {}); });
+    EXPECT_NE(e.find("the result holds 575 latent values, its latent [1, 48, 2, 2, 3] has 576; nothing was written"),
+              std::string::npos)
+        << e;
+    result.plan.latent_shape = {48, 2, 4, 6};
+    result.latent.assign(48 * 2 * 4 * 6, 0.5f);
+    e = error_of([&] { outputs.write(result, {}); });
+    EXPECT_NE(e.find("the result's latent [1, 48, 2, 4, 6] is not the [1, 48, 2, 2, 3] these outputs were checked for"),
+              std::string::npos)
+        << e;
+    EXPECT_FALSE(fs::exists(dir_ / "latent.safetensors"));
+    e = error_of([&] {
+      GenerationOutputs(model, GeneratePlan{}, {(dir_ / "x.safetensors").string(), std::nullopt, std::nullopt});
+    });
+    EXPECT_NE(e.find("the plan's latent [1, 0, 0, 0, 0] is empty"), std::string::npos) << e;
+  }
 
   // A model without vae/ has nothing to decode video or encode an image with.
   const std::string bare = make_model("bare-model");

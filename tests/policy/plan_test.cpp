@@ -134,8 +134,12 @@ TEST(Plan, EnabledScheduleWithoutFp8WeightsIsAnError) {
 }
 
 TEST(Plan, NonPositiveStepCountIsAnError) {
-  error_message([] { plan_steps(schedule_on(3, 3), true, 0); }, {"[policy] num_steps: expected an integer >= 1, got 0"});
+  error_message([] { plan_steps(schedule_on(3, 3), true, 0); },
+                {"[policy] num_steps: expected an integer in [1, 10000], got 0"});
   error_message([] { plan_steps(ResolvedPolicy{}, false, -2); }, {"got -2"});
+  // A plan is one entry per step: an absurd count is refused, not allocated.
+  error_message([] { plan_steps(schedule_on(3, 3), true, 2147483647); }, {"got 2147483647"});
+  EXPECT_EQ(plan_steps(schedule_on(3, 3), true, 10000).generation.size(), 10000u);
 }
 
 TEST(StepRule, BoundaryIndices) {

@@ -78,9 +78,13 @@ TEST(Cosmos3Prompt, InvalidRequestsAreRefused) {
   EXPECT_NE(error_of([&] { cosmos3_texts(r, true); }).find("num_frames"), std::string::npos);
   r = {};
   r.fps = 0;
-  EXPECT_NE(error_of([&] { cosmos3_texts(r, true); }).find("fps: expected a positive number"), std::string::npos);
+  EXPECT_NE(error_of([&] { cosmos3_texts(r, true); }).find("fps: expected a number in [0.01, 1000], got 0"),
+            std::string::npos);
   r.fps = std::numeric_limits<double>::quiet_NaN();
   EXPECT_NE(error_of([&] { cosmos3_texts(r, true); }).find("fps"), std::string::npos);
+  // A frame rate so small that the duration overflows.
+  r.fps = 1e-300;
+  EXPECT_NE(error_of([&] { cosmos3_texts(r, true); }).find("got 1e-300"), std::string::npos);
 }
 
 TEST(Cosmos3Prompt, RequestsFromJson) {

@@ -151,6 +151,13 @@ expect_rejected linked_vae_weights "$tmp/linked_model/vae/diffusion_pytorch_mode
   "a weights or config file of the input --model $tmp/linked_model" generate --model "$tmp/linked_model" \
   --prompt-ids 5,9,13 --guidance 1 --steps 1 -H 32 -W 32 --no-decode \
   --save-latents "$tmp/linked_model/vae/diffusion_pytorch_model.safetensors"
+# Nor does it add a file the model's loaders would read (a second
+# .safetensors beside the weights would be loaded with them).
+expect_rejected new_file_beside_weights "$tmp/fp8_copy/latent.safetensors" "where the model's loaders would read it" \
+  generate --model "$tmp/fp8_copy" "${ids[@]}" "${small[@]}" --save-latents "$tmp/fp8_copy/latent.safetensors"
+expect_rejected vae_decode_beside_weights "$tmp/vae_copy/pixels.safetensors" "where the model's loaders would read it" \
+  vae decode --vae "$tmp/vae_copy" --latent "$data/golden/wan22-vae-tiny/decode/image.safetensors" \
+  --out "$tmp/vae_copy/pixels.safetensors"
 [[ $(snapshot) == "$before" ]] || fail "an output check let a model or input file change"
 cp -r "$fashion" "$tmp/fashion_copy"
 for run in 1 2; do
@@ -183,6 +190,12 @@ grep -qF "Seed: $seed" <<<"$("$bin" inspect --image $o/r.png)" || fail "random s
 expect_ok unknown_word "trace:" generate -m "$fashion" -p "a bot" --steps 2 -o $o/w.png
 grep -qF 'prompt word "bot" is not in the vocabulary' "$tmp/err" || fail "unknown_word: no warning: $(cat "$tmp/err")"
 grep -qF 'nearest: boot' "$tmp/err" || fail "unknown_word: no suggestion: $(cat "$tmp/err")"
+# A long word, or one with control characters, is quoted as one harmless line.
+long_word=$(printf 'x%.0s' {1..5000})
+expect_ok long_unknown_word "trace:" generate -m "$fashion" -p "a $long_word"$'\x1b[31m' --steps 2 -o $o/w.png
+grep -qF "prompt word \"$(printf 'x%.0s' {1..80})...\" (5005 bytes) is not in the vocabulary" "$tmp/err" ||
+  fail "long_unknown_word: $(head -c 300 "$tmp/err")"
+[[ $(wc -l <"$tmp/err") -le 2 && $(wc -c <"$tmp/err") -lt 1000 ]] || fail "long_unknown_word: $(wc -c <"$tmp/err") bytes of stderr"
 
 # Prompt ids without a negative: a checkpoint without a tokenizer still runs CFG.
 expect_ok ids_without_negative "trace:" generate --model "$fp8" --prompt-ids 28,93,12,50 --latent-shape 4,1,4,4 \

@@ -121,6 +121,8 @@ expect_rejected too-big "$latent" "needs about" \
   vae decode --vae "$vae" --latent "$latent" --out "$out" --max-memory 1M
 expect_rejected bad-max-memory "--max-memory" "expected a positive size such as 8G" \
   vae decode --vae "$vae" --latent "$latent" --out "$out" --max-memory lots
+expect_rejected zero-max-memory "--max-memory" "expected a positive size such as 8G, 512M or 1048576, got '0.5'" \
+  vae decode --vae "$vae" --latent "$latent" --out "$out" --max-memory 0.5
 expect_rejected bad-activations "--activations" "expected f32 or bf16, got 'f16'" \
   vae decode --vae "$vae" --latent "$latent" --out "$out" --activations f16
 expect_rejected no-vae "$tmp" "expected a vae folder" \
