@@ -245,8 +245,8 @@ std::vector<int64_t> PromptEncoder::plain_prefix(const std::string& text, const 
     for (const std::string& w : model().tokenizer().nearest_words(word, 3))
       nearest += (nearest.empty() ? "" : ", ") + Error::visible(w);
     warnings->push_back(std::string(which) + " word " + quoted_word(word) + " is not in the vocabulary of " +
-                        *dir_.tokenizer_path + " and reads as its unknown token, like any unknown word; nearest: " +
-                        nearest);
+                        *dir_.tokenizer_path + " and reads as its unknown token, like any unknown word" +
+                        (nearest.empty() ? std::string() : "; nearest: " + nearest));
   }
   return ids;
 }

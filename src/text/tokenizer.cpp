@@ -205,8 +205,16 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 }  // namespace
 
 std::vector<std::string> Tokenizer::nearest_words(const std::string& word, std::size_t count) const {
+  // A word this long is no typo of a vocabulary word, and the edit distance
+  // costs its length times each entry's.
+  constexpr std::size_t kMaxWordBytes = 64;
+  if (word.size() > kMaxWordBytes) return {};
   std::vector<std::pair<std::size_t, std::string>> scored;
-  for (const auto& [w, id] : impl_->word_vocab) scored.emplace_back(edit_distance(word, w), w);
+  for (const auto& [w, id] : impl_->word_vocab) {
+    // Never the unknown token or an added (special) token: not words to type.
+    if (id == impl_->unk_id || impl_->added_by_id.count(id)) continue;
+    scored.emplace_back(edit_distance(word, w), w);
+  }
   std::sort(scored.begin(), scored.end());
   std::vector<std::string> out;
   for (std::size_t i = 0; i < scored.size() && i < count; ++i) out.push_back(scored[i].second);

@@ -41,7 +41,8 @@ class Tokenizer {
   // With `unknown_words`, a WordLevel model appends every word it mapped to
   // its unk token (a byte-level BPE covers every byte: none).
   std::vector<int64_t> encode(std::string_view text, std::vector<std::string>* unknown_words = nullptr) const;
-  // The `count` vocabulary words closest to `word` (edit distance; WordLevel).
+  // The `count` vocabulary words closest to `word` (edit distance; WordLevel),
+  // never the unknown or an added token; none for a word over 64 bytes.
   std::vector<std::string> nearest_words(const std::string& word, std::size_t count) const;
 
   // Text of `ids`: byte-level pieces are joined and decoded as UTF-8, each

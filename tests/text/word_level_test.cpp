@@ -82,6 +82,10 @@ TEST(Tokenizer, WordLevelReportsUnknownWordsAndTheNearestKnownOnes) {
   ASSERT_EQ(near.size(), 3u);
   EXPECT_EQ(near[0], "boot");  // one edit away; special tokens are never suggested
   for (const std::string& w : near) EXPECT_TRUE(w.find('<') == std::string::npos && w != "[UNK]") << w;
+  // Nor for a word far from every entry, where they would be as near as any.
+  for (const std::string& w : tok.nearest_words("<|im_en", 20))
+    EXPECT_TRUE(w.find("<|") == std::string::npos && w != "[UNK]") << w;
+  EXPECT_TRUE(tok.nearest_words(std::string(65, 'x'), 3).empty());
 }
 
 TEST(Tokenizer, AddedTokensMatchVerbatimBeforeNormalisation) {
