@@ -103,6 +103,10 @@ class Backend {
   // Refuses up front, with stepmix::Error naming `what`, the estimate and
   // what is free, a run that would not fit beside what is held already.
   virtual void require_memory(const DeviceMemoryEstimate& estimate, const std::string& what) {}
+  // Refuses up front, with stepmix::Error naming it, a Linear this backend
+  // cannot run at `precision` (the CPU runs every shape), so that a run fails
+  // before its first step rather than at the first step of that precision.
+  virtual void require_runnable(const Linear& linear, Precision precision) const {}
 
   // ---- Linears: ys[i] = linears[i](x), x [M, in] → ys[i] [M, out_i], at the
   // step precision (Linear::forward_sharing_input: siblings reading the same

@@ -50,6 +50,14 @@ using kernels::BiasType;
   throw Error("cuda", "linear '" + l.name() + "': " + message);
 }
 
+// cuBLASLt's FP8 GEMM: K a multiple of 16 and N of 8.
+void require_fp8_gemm_shape(const Linear& l) {
+  const int64_t N = l.out_features(), K = l.in_features();
+  if (K % 16 != 0 || N % 8 != 0)
+    fail(l, "W8A8 on FP8 tensor cores needs in_features % 16 == 0 and out_features % 8 == 0, got [" +
+                std::to_string(N) + ", " + std::to_string(K) + "]");
+}
+
 class DeviceMemory final : public BackendBuffer {
  public:
   explicit DeviceMemory(std::size_t bytes) : buffer_(bytes) {}
@@ -114,6 +122,9 @@ class CudaBackend final : public Backend {
                             what + " (weights " + cuda::format_bytes(e.weights) + " + understanding K/V " +
                                 cuda::format_bytes(e.understanding_kv) + " + scratch " +
                                 cuda::format_bytes(e.scratch) + ", " + cuda::format_bytes(held) + " held already)"));
+  }
+  void require_runnable(const Linear& l, Precision precision) const override {
+    if (precision == Precision::W8A8 && l.is_fp8()) require_fp8_gemm_shape(l);
   }
 
   // ---- Linears
@@ -286,9 +297,7 @@ void CudaBackend::run_code_hook(const Linear& l, uint8_t* codes, int64_t M) {
 
 void CudaBackend::w8a8(const Linear& l, const LinearOnDevice& d, const uint8_t* codes, int64_t M, uint16_t* y) {
   const int64_t N = l.out_features(), K = l.in_features();
-  if (K % 16 != 0 || N % 8 != 0)
-    fail(l, "W8A8 on FP8 tensor cores needs in_features % 16 == 0 and out_features % 8 == 0, got [" +
-                std::to_string(N) + ", " + std::to_string(K) + "]");
+  require_fp8_gemm_shape(l);
   cuda::gemm_w8a8(runner_, codes, d.weight.as<uint8_t>(), M, N, K, d.input_scale(), d.weight_scale(), d.gemm_bias, y,
                   stream());
 }

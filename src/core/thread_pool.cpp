@@ -59,6 +59,8 @@ ThreadPool& ThreadPool::global() {
   return pool;
 }
 
+int ThreadPool::configured_size() { return g_global_created ? global().size() : threads_from_environment(); }
+
 void set_thread_count(int threads) {
   if (threads < 1 || threads > 1024)
     throw Error("threads", "--threads: expected an integer in [1, 1024], got " + std::to_string(threads));

@@ -31,6 +31,9 @@ class ThreadPool {
   // Shared pool: set_thread_count() if called, else STEPMIX_THREADS if set
   // (>= 1), else the hardware thread count.
   static ThreadPool& global();
+  // The size global() has or will have, without starting it: a GPU run
+  // starts no pool, and still refuses a malformed STEPMIX_THREADS.
+  static int configured_size();
 
  private:
   void worker_loop();

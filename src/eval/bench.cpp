@@ -137,6 +137,13 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   check_range("--peer-threads", opt.peer_threads, 1, 1024);
   if (opt.no_peer && (opt.python || opt.peer_script))
     throw Error("bench", "--no-peer runs no peer: --python and --peer-script would be ignored");
+  // The peer is PyTorch on the CPU: beside a GPU run its ratio would compare
+  // two machines. Skipped there (said in the output), refused when asked for.
+  const bool gpu = opt.runtime.device != Device::Cpu;
+  if (gpu && (opt.python || opt.peer_script))
+    throw Error("bench", std::string(opt.python ? "--python" : "--peer-script") +
+                             ": the PyTorch peer of bench runs on the CPU, and --device cuda runs stepmix on the GPU; "
+                             "pass --no-peer (bench/cuda-device-check.sh compares with PyTorch on the same GPU)");
   if (opt.python && access(opt.python->c_str(), X_OK) != 0)
     throw Error("bench", "--python " + *opt.python + ": " + errno_phrase(errno) +
                              " (expected the path of an executable, e.g. /usr/bin/python3)");
@@ -189,10 +196,13 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   }
 
   const auto [C, T, H, W] = base.latent_shape;
-  const int threads = ThreadPool::global().size();
-  std::fprintf(out, "bench: %s  steps %d  guidance %g  latent %lld,%lld,%lld,%lld  repeat %d (+%d warm-up)  threads %d\n",
+  // A GPU run starts no CPU thread pool: the device is what runs it.
+  const int threads = ThreadPool::configured_size();
+  const std::string runs_on = gpu ? "device " + std::string(device_name(opt.runtime.device))
+                                  : "threads " + std::to_string(threads);
+  std::fprintf(out, "bench: %s  steps %d  guidance %g  latent %lld,%lld,%lld,%lld  repeat %d (+%d warm-up)  %s\n",
                opt.model_dir.c_str(), steps, guidance, (long long)C, (long long)T, (long long)H, (long long)W,
-               opt.repeat, opt.warmup, threads);
+               opt.repeat, opt.warmup, runs_on.c_str());
   // Timings next to other jobs are not the machine's: say so rather than hide it.
   double load[1] = {0};
   const bool have_load = getloadavg(load, 1) == 1;
@@ -321,9 +331,12 @@ void bench(const BenchOptions& opt, std::FILE* out) {
 
   // The PyTorch eager peer on the same checkpoint, prompt, noise shape and timesteps.
   json peer;
-  const std::optional<std::string> script = opt.no_peer ? std::nullopt : find_peer_script(opt);
+  const std::optional<std::string> script = opt.no_peer || gpu ? std::nullopt : find_peer_script(opt);
   if (opt.no_peer) {
     peer = {{"error", "skipped (--no-peer)"}};
+  } else if (gpu) {
+    peer = {{"error", "skipped on --device cuda (the PyTorch peer runs on the CPU; bench/cuda-device-check.sh compares "
+                      "with PyTorch on the same GPU)"}};
   } else if (!script) {
     peer = {{"error", "bench/peer_generate.py not found (run from the repository root or pass --peer-script)"}};
   } else if (access(python.c_str(), X_OK) != 0) {

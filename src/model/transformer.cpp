@@ -2,6 +2,7 @@
 // its Linears. The forward itself is forward_pass.cpp.
 #include "model/transformer.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "stepmix/error.hpp"
@@ -65,6 +66,19 @@ void Cosmos3Transformer::for_each_governed_linear(const std::function<void(Linea
 
 void Cosmos3Transformer::for_each_governed_linear(const std::function<void(const Linear&)>& fn) const {
   visit_governed(weights_, fn);
+}
+
+void Cosmos3Transformer::require_runnable(const StepPlan& plan) const {
+  std::vector<Precision> generation;
+  for (Precision p : plan.generation)
+    if (std::find(generation.begin(), generation.end(), p) == generation.end()) generation.push_back(p);
+  visit_governed(weights_, [&](const Linear& l) {
+    if (governed_tower(l.name()) == Tower::Reasoner) {
+      backend_->require_runnable(l, plan.reasoner);
+    } else {
+      for (Precision p : generation) backend_->require_runnable(l, p);
+    }
+  });
 }
 
 std::size_t Cosmos3Transformer::weight_cache_bytes() const {

@@ -100,6 +100,10 @@ class Cosmos3Transformer {
   // calibration observers.
   void for_each_governed_linear(const std::function<void(Linear&)>& fn);
   void for_each_governed_linear(const std::function<void(const Linear&)>& fn) const;
+  // Refuses up front what the backend cannot run of `plan`: each governed
+  // Linear at every precision its tower takes in the plan (the reasoner's,
+  // or each step's generation precision).
+  void require_runnable(const StepPlan& plan) const;
   // Bytes the Linears own beyond the mapped checkpoint (the weight cache).
   std::size_t weight_cache_bytes() const;
 

@@ -10,6 +10,7 @@
 
 #include "io/checkpoint.hpp"
 #include "core/non_finite.hpp"
+#include "core/thread_pool.hpp"
 #include "io/check_tensors.hpp"
 #include "io/safetensors.hpp"
 #include "model/checkpoint_check.hpp"
@@ -206,6 +207,7 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 
 Model Model::open(const std::string& path, const ModelOptions& options) {
+  ThreadPool::configured_size();  // STEPMIX_THREADS is checked on every device
   ModelDirectory dir = ModelDirectory::open(path);
   // The checkpoint's quantization and policy are checked before any weight is mapped.
   const ResolvedPolicy policy = resolve_policy(dir.config, dir.config_path, {});
@@ -256,6 +258,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   p.policy = resolve_policy(m.dir.config, m.dir.config_path, r.policy);
   check_governed_counts(p.policy, m.transformer.governed_counts(), m.dir.transformer_dir);
   p.plan = plan_steps(p.policy, m.transformer.has_fp8(), p.steps);
+  m.transformer.require_runnable(p.plan);  // a Linear the device cannot run at a step's precision
   p.log_line = mixed_precision_log_line(p.policy, p.plan);
 
   p.latent_shape = latent_shape_for({r.latent_shape, r.height, r.width, r.frames}, m.dir,

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "backend/vae_device.hpp"
+#include "core/thread_pool.hpp"
 #include "io/output_format.hpp"
 #include "io/png.hpp"
 #include "io/safetensors.hpp"
@@ -41,6 +42,7 @@ const TensorView& input_tensor(const SafetensorsFile& file, const std::string& n
 // The VAE device of --device (null for the CPU): a missing GPU is said
 // first, then float32 activations, which are CPU-only.
 VaeDevice* device_of(const VaeRunOptions& o) {
+  ThreadPool::configured_size();  // STEPMIX_THREADS is checked on every device
   if (o.device == Device::Cpu) return nullptr;
   VaeDevice* device = &vae_device_for(o.device);
   if (o.activations != ActivationDType::BF16) throw Error("cuda", kF32ActivationsAreCpuOnly);

@@ -327,6 +327,21 @@ TEST_F(CudaBackend, FloatActivationsAreRefusedWithOneLine) {
   EXPECT_EQ(error_of([] { backend_for(Device::Cuda, ActivationDType::F32); }), message);
 }
 
+TEST_F(CudaBackend, ALinearTheFp8GemmCannotRunIsRefusedBeforeARun) {
+  // K = 72 is no multiple of 16: cuBLASLt's FP8 GEMM cannot take it, while
+  // W8A16 (a bf16 GEMM) and the CPU can.
+  LinearData d, e;
+  const Linear odd = make_linear(d, "layers.0.mlp_moe_gen.down_proj", 32, 72, true, 8.0f / 448, BiasKind::None, 61);
+  const Linear even = make_linear(e, "layers.0.mlp_moe_gen.up_proj", 72, 32, true, 8.0f / 448, BiasKind::None, 62);
+  EXPECT_EQ(error_of([&] { gpu().require_runnable(odd, Precision::W8A8); }),
+            "[cuda] linear 'layers.0.mlp_moe_gen.down_proj': W8A8 on FP8 tensor cores needs in_features % 16 == 0 and "
+            "out_features % 8 == 0, got [32, 72]");
+  EXPECT_EQ(error_of([&] { gpu().require_runnable(odd, Precision::W8A16); }), "");
+  EXPECT_EQ(error_of([&] { gpu().require_runnable(even, Precision::W8A8); }), "");
+  EXPECT_EQ(error_of([&] { backend_for(Device::Cpu, ActivationDType::BF16).require_runnable(odd, Precision::W8A8); }),
+            "");
+}
+
 TEST_F(CudaBackend, CopiesAddRowAndTheMemoryCheck) {
   const std::vector<float> x = normal_floats(5 * 40, 51, 1.0f), row = normal_floats(40, 52, 1.0f);
   auto dx = on_gpu(x), drow = on_gpu(row), copy = gpu().allocate(x.size() * 4);

@@ -98,6 +98,17 @@ if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/e
   checks=$((checks + 1))
   "$bin" "${bench[@]}" >"$tmp/out" 2>"$tmp/err" || fail "bench on cuda: $(cat "$tmp/err")"
   grep -qE "^peak GPU memory: w8a16 .* w8a8 .* mixed " "$tmp/out" || fail "bench on cuda: no peak GPU memory: $(cat "$tmp/out")"
+  grep -q "  device cuda$" "$tmp/out" || fail "bench on cuda: the header does not name the device: $(head -1 "$tmp/out")"
+  # Its PyTorch peer runs on the CPU: no GPU-against-CPU ratio, said, or refused when asked for.
+  checks=$((checks + 1))
+  bench_with_peer=()
+  for arg in "${bench[@]}"; do [[ $arg == --no-peer ]] || bench_with_peer+=("$arg"); done
+  "$bin" "${bench_with_peer[@]}" >"$tmp/out" 2>"$tmp/err" || fail "bench on cuda with its peer: $(cat "$tmp/err")"
+  grep -q "^peer: not run: skipped on --device cuda (the PyTorch peer runs on the CPU" "$tmp/out" ||
+    fail "bench on cuda ran its CPU peer: $(cat "$tmp/out")"
+  ! grep -q "speed-up over the peer" "$tmp/out" || fail "bench on cuda printed a ratio to a CPU peer"
+  expect_error bench-cuda-peer-script "--peer-script: the PyTorch peer of bench runs on the CPU" \
+    "${bench_with_peer[@]}" --peer-script "$tmp/peer.py"
   checks=$((checks + 1))
   "$bin" "${compare[@]}" >"$tmp/out" 2>"$tmp/err" || fail "compare on cuda: $(cat "$tmp/err")"
   [[ -s $tmp/report/report.json && -s $tmp/report/grid.png ]] || fail "compare on cuda wrote no report"
@@ -122,6 +133,12 @@ else
   expect_missing generate-vae "$bin" generate --model "$data/vae-model" --prompt-ids 5,9,13 --steps 2 --height 32 \
     --width 48 --out "$tmp/x.png" --device cuda --activations bf16
 fi
+# A malformed STEPMIX_THREADS is refused on every device (a GPU run starts no
+# CPU thread pool, and used to ignore it).
+STEPMIX_THREADS=0 expect_error threads-cuda "STEPMIX_THREADS must be an integer in [1, 1024], got '0'" \
+  "${forward[@]}" --device cuda
+STEPMIX_THREADS=-5 expect_error threads-cuda-vae "STEPMIX_THREADS must be an integer in [1, 1024], got '-5'" \
+  "${decode[@]}" --device cuda
 # quantize calibrates on the CPU only: a device in the environment is refused.
 STEPMIX_DEVICE=cuda expect_error quantize-env "STEPMIX_DEVICE=cuda: quantize calibrates on the CPU only" \
   quantize --model "$g/transformer" --out "$tmp/q"
