@@ -302,9 +302,9 @@ struct OutputMetadata {
 // is an input such as the checkpoint's own files or the noise file, the
 // folder exists and is writable) before any sampling, then staged under
 // unpredictable temporary names and committed together: on a failure or a
-// signal nothing new is visible. write() takes the result of the plan they
-// were made for. A moved-from GenerationOutputs may only be assigned to or
-// destroyed.
+// signal nothing new is visible. write() takes a result whose latent has the
+// shape of the plan they were made for, every value of it. A moved-from
+// GenerationOutputs may only be assigned to or destroyed.
 class GenerationOutputs {
  public:
   // Validates now; `inputs` are further files that must not be overwritten

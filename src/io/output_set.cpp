@@ -166,6 +166,18 @@ void OutputSet::add_input(const std::string& label, const std::string& path) {
     if (!is_model_file_name(it->path().filename().string()) || ::stat(file_path.c_str(), &file) != 0 || !S_ISREG(file.st_mode)) continue;
     inputs_.push_back({label, file_path, real_path(file_path).value_or(file_path), file.st_dev, file.st_ino, path});
     ++files;
+    // The folder as the loaders list it: its own links resolved, not the
+    // file's (a Hugging Face snapshot links each file into blobs/).
+    const std::string parent = it->path().parent_path().string();
+    const std::string folder = real_path(parent).value_or(parent);
+    auto known = std::find_if(model_folders_.begin(), model_folders_.end(),
+                              [&](const ModelFolder& f) { return f.resolved == folder; });
+    if (known == model_folders_.end())
+      known = model_folders_.insert(model_folders_.end(), {label, path, parent, folder});
+    const std::string name = it->path().filename().string();
+    const bool weights = name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json");
+    (weights ? known->weights : known->named) = true;
+    if (name == "config.json") known->config = true;
   }
 }
 
@@ -311,14 +323,8 @@ void OutputSet::check_duplicates_and_inputs() const {
                        ", which stepmix does not overwrite; choose another output");
       if (a.kind == Kind::Folder && a.exists && in.resolved.rfind(a.resolved + "/", 0) == 0)
         fail(a.label, a.path, "holds the input " + in.label + " " + in.path + ", so it cannot be replaced");
-      // A new file the model's loaders would read (a second .safetensors
-      // beside the weights) changes the model as surely as an overwrite.
-      if (a.kind == Kind::File && a.action == Action::Create && !in.folder.empty() && is_model_file_name(a.name) &&
-          parent_of(in.resolved) == a.folder)
-        fail(a.label, a.path,
-             "would add " + a.name + " beside " + in.path + " in the input " + in.label + " " + in.folder +
-                 ", where the model's loaders would read it; choose another folder");
     }
+    if (a.kind == Kind::File && a.action == Action::Create) check_not_read_by_a_model(a);
     if (a.action == Action::WriteThrough) continue;  // writing /dev/null twice destroys nothing
     for (std::size_t j = 0; j < i; ++j) {
       const Output& b = *outputs_[j];
@@ -326,6 +332,22 @@ void OutputSet::check_duplicates_and_inputs() const {
       if (a.resolved == b.resolved || (a.exists && b.exists && a.dev == b.dev && a.ino == b.ino))
         fail(a.label, a.path, "names the same file as " + (b.label.empty() ? b.path : b.label + " " + b.path));
     }
+  }
+}
+
+void OutputSet::check_not_read_by_a_model(const Output& a) const {
+  // A new file a model's loaders would read changes the model as surely as
+  // an overwrite: a .safetensors in a component folder (config.json beside
+  // weights: every *.safetensors there is loaded), or a file of a fixed name
+  // (model_index.json, hf_quant_config.json, ...) in a folder where the
+  // loaders look such names up.
+  if (!is_model_file_name(a.name)) return;
+  const bool weights = a.name.ends_with(".safetensors") || a.name.ends_with(".safetensors.index.json");
+  for (const ModelFolder& f : model_folders_) {
+    if (f.resolved != a.folder || !(weights ? f.config && f.weights : f.named)) continue;
+    fail(a.label, a.path,
+         "would add " + a.name + " to " + f.path + (weights ? ", whose *.safetensors" : ", whose " + a.name) +
+             " the loaders of the input " + f.label + " " + f.input + " read; choose another folder");
   }
 }
 

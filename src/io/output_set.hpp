@@ -108,12 +108,20 @@ class OutputSet {
     ino_t ino;
     std::string folder;  // the folder input it was found in; empty for one given itself
   };
+  // A folder of a model input holding files its loaders read (resolved as
+  // the loaders list it): weights, config.json, other fixed names.
+  struct ModelFolder {
+    std::string label, input, path, resolved;
+    bool weights = false, config = false, named = false;
+  };
   Output& validated(Id id, bool folder);
   void check_duplicates_and_inputs() const;
+  void check_not_read_by_a_model(const Output& output) const;
   void discard_staged() noexcept;
 
   std::vector<std::unique_ptr<Output>> outputs_;
   std::vector<Input> inputs_;
+  std::vector<ModelFolder> model_folders_;
   std::vector<std::string> notes_;
   bool validated_ = false;
   bool committed_ = false;

@@ -16,6 +16,7 @@ extern "C" {
 #include <mutex>
 
 #include "stepmix/error.hpp"
+#include "stepmix/model.hpp"  // kMinFps, kMaxFps
 
 namespace stepmix {
 namespace fs = std::filesystem;
@@ -140,7 +141,9 @@ Mp4Writer::Mp4Writer(const std::string& path, int width, int height, double fps)
   if (width < 2 || height < 2 || width % 2 || height % 2)
     fail_video(path, "frame size " + std::to_string(width) + "x" + std::to_string(height) +
                    ": expected even width and height (yuv420p)");
-  if (!(fps > 0) || !std::isfinite(fps) || fps > 1000) fail_video(path, "fps " + std::to_string(fps) + ": expected a number in (0, 1000]");
+  if (!(fps >= kMinFps && fps <= kMaxFps))
+    fail_video(path, "fps " + Error::number(fps) + ": expected a number in [" + Error::number(kMinFps) + ", " +
+                         Error::number(kMaxFps) + "]");
 
   const AVCodec* encoder = avcodec_find_encoder_by_name("libx264");
   if (!encoder) encoder = avcodec_find_encoder(AV_CODEC_ID_H264);

@@ -144,12 +144,22 @@ QuantizeReport quantize_checkpoint(const QuantizeSettings& s) {
   outputs.add_input("--model", dir.root);
   const OutputSet::Id folder = outputs.add_folder("--out", s.out_dir, false);
   outputs.validate();
-  // The model's folders are copied into the output: an output inside the
-  // model would be copied into itself.
-  const std::string root = fs::weakly_canonical(dir.root).string();
-  if (outputs.destination(folder).rfind(root + "/", 0) == 0)
-    throw Error("quantize", "--out " + s.out_dir + ": is inside the model folder " + s.model_dir +
-                                ", which is copied into it; choose a folder outside the model");
+  // The model's folders are copied into the output (linked ones followed):
+  // an output inside the model, or inside a folder it links to, would be
+  // copied into itself.
+  {
+    const std::string destination = outputs.destination(folder);
+    std::error_code ec;
+    std::vector<fs::path> copied{dir.root};
+    for (const auto& entry : fs::directory_iterator(dir.root, ec))
+      if (entry.is_directory(ec)) copied.push_back(entry.path());
+    for (const fs::path& p : copied) {
+      const std::string real = fs::weakly_canonical(p, ec).string();
+      if (!ec && destination.rfind(real + "/", 0) == 0)
+        throw Error("quantize", "--out " + s.out_dir + ": is inside " + p.string() + ", which is copied into it (" +
+                                    s.model_dir + " is the model); choose a folder outside the model");
+    }
+  }
   if (dir.transformer_dir == dir.root)
     throw Error("quantize", s.model_dir + ": expected a Diffusers model directory (with transformer/)");
   // The policy is checked as the output's config will be read, before the

@@ -54,26 +54,32 @@ SequenceSettings read_sequence_settings(const json& config, const std::string& p
   return s;
 }
 
+void check_temporal_positions(int64_t und_len, int64_t frames, double fps, const SequenceSettings& settings) {
+  if (!(settings.enable_fps_modulation && frames > 1)) return;  // O + f: bounded with the sequence
+  if (!(fps > 0)) throw Error("pipeline", "fps must be positive for a video, got " + Error::number(fps));
+  // A frame rate far below base_fps spreads the frames past what float32
+  // positions hold (and past infinity: NaN in the rotary embedding). The
+  // arithmetic of build_position_ids.
+  const float tps = float(fps) / 4.0f;
+  const float base_tps = float(settings.base_fps) / 4.0f;
+  const float last = (float(frames - 1) / tps) * base_tps + float(und_len + settings.temporal_modality_margin);
+  if (!(std::fabs(last) <= float(kMaxPosition)))
+    throw Error("pipeline", "fps " + Error::number(fps) + " with base_fps " + Error::number(settings.base_fps) +
+                                " puts latent frame " + std::to_string(frames - 1) + " at temporal position " +
+                                Error::number(last) + "; positions must stay within 2^24");
+}
+
 std::vector<float> build_position_ids(int64_t und_len, int64_t frames, int64_t patches_h, int64_t patches_w,
                                       double fps, const SequenceSettings& settings) {
+  check_temporal_positions(und_len, frames, fps, settings);
   const int64_t S = und_len + frames * patches_h * patches_w;
   std::vector<float> pos(3 * S);
   for (int64_t s = 0; s < und_len; ++s) pos[s] = pos[S + s] = pos[2 * S + s] = float(s);
   const int64_t offset = und_len + settings.temporal_modality_margin;
   const bool modulate = settings.enable_fps_modulation && frames > 1;
-  if (modulate && !(fps > 0)) throw Error("pipeline", "fps must be positive for a video, got " + std::to_string(fps));
   // Float32 in the reference's order: (f / tps) * base_tps + offset.
   const float tps = float(fps) / 4.0f;
   const float base_tps = float(settings.base_fps) / 4.0f;
-  if (modulate) {
-    // A frame rate far below base_fps spreads the frames past what float32
-    // positions hold (and past infinity: NaN in the rotary embedding).
-    const float last = (float(frames - 1) / tps) * base_tps + float(offset);
-    if (!(std::fabs(last) <= float(kMaxPosition)))
-      throw Error("pipeline", "fps " + Error::number(fps) + " with base_fps " + Error::number(settings.base_fps) +
-                                  " puts latent frame " + std::to_string(frames - 1) + " at temporal position " +
-                                  Error::number(last) + "; positions must stay within 2^24");
-  }
   const int64_t spatial_offset = settings.reset_spatial_ids ? 0 : offset;
   int64_t col = und_len;
   for (int64_t f = 0; f < frames; ++f) {

@@ -27,6 +27,12 @@ struct SequenceSettings {
 // key on a wrong type or value.
 SequenceSettings read_sequence_settings(const nlohmann::json& config, const std::string& config_path);
 
+// Throws unless the temporal positions of `frames` latent frames after
+// `und_len` text tokens stay within 2^24 (float32 integers): a frame rate far
+// below base_fps spreads them without bound. build_position_ids checks it;
+// Model::plan too, before any work.
+void check_temporal_positions(int64_t und_len, int64_t frames, double fps, const SequenceSettings& settings);
+
 // [3, L + T·Hp·Wp] float32, rows T, H, W. Text token s gets (s, s, s); vision
 // tokens start at O = L + margin, h/w are the patch row/column (offset by O
 // unless reset_spatial_ids), and the T row is O + f, or with fps modulation

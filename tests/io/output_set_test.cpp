@@ -269,16 +269,36 @@ TEST_F(OutputSetTest, ANewFileTheModelWouldReadIsNotAddedToItsFolders) {
   };
   // A second safetensors file beside the weights would be loaded with them.
   std::string e = attempt(dir_ / "model" / "transformer" / "latent.safetensors");
-  EXPECT_NE(e.find("would add latent.safetensors beside " + weights.string() + " in the input --model " +
-                   (dir_ / "model").string() + ", where the model's loaders would read it"),
+  EXPECT_NE(e.find("would add latent.safetensors to " + (dir_ / "model" / "transformer").string() +
+                   ", whose *.safetensors the loaders of the input --model " + (dir_ / "model").string() + " read"),
             std::string::npos)
       << e;
   EXPECT_NE(attempt(dir_ / "model" / "hf_quant_config.json").find("would add hf_quant_config.json"), std::string::npos);
-  // What stepmix does not read there, and model-like names elsewhere, are fine.
+  // What stepmix does not read there, and model-like names elsewhere, are fine:
+  // the root and other folders are not listed for weights (a run's latents
+  // kept in the model folder do not make it a weights folder).
   EXPECT_EQ(attempt(dir_ / "model" / "transformer" / "preview.png"), "");
   EXPECT_EQ(attempt(dir_ / "model" / "bench.json"), "");
+  EXPECT_EQ(attempt(dir_ / "model" / "latent.safetensors"), "");
+  write_text("model/outputs/run1.safetensors", "latent");
+  EXPECT_EQ(attempt(dir_ / "model" / "outputs" / "run2.safetensors"), "");
   EXPECT_EQ(attempt(dir_ / "elsewhere" / "latent.safetensors"), "");
   EXPECT_FALSE(fs::exists(dir_ / "model" / "transformer" / "latent.safetensors"));
+}
+
+TEST_F(OutputSetTest, AFolderOfLinkedWeightsIsProtectedWhereTheLoadersListIt) {
+  // A Hugging Face cache snapshot: each file is a link into blobs/.
+  const fs::path blob = write_text("hf/blobs/0123", "weights");
+  const fs::path config = write_text("hf/blobs/4567", "{}");
+  fs::create_directories(dir_ / "hf" / "snapshot" / "transformer");
+  fs::create_symlink(blob, dir_ / "hf" / "snapshot" / "transformer" / "diffusion_pytorch_model.safetensors");
+  fs::create_symlink(config, dir_ / "hf" / "snapshot" / "transformer" / "config.json");
+  OutputSet set;
+  set.add_input("--model", (dir_ / "hf" / "snapshot").string());
+  set.add_file("--save-latents", (dir_ / "hf" / "snapshot" / "transformer" / "latent.safetensors").string());
+  const std::string e = error_of([&] { set.validate(); });
+  EXPECT_NE(e.find("would add latent.safetensors to "), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(dir_ / "hf" / "blobs" / "latent.safetensors"));
 }
 
 TEST_F(OutputSetTest, OutputsAreCommittedTogether) {

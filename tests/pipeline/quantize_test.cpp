@@ -127,7 +127,20 @@ TEST_F(QuantizeTest, WhatCannotBeWrittenIsRefusedBeforeCalibrating) {
   // An output inside the model would be copied into itself.
   settings_.out_dir = (dir_ / "bf16" / "q8").string();
   std::string e = test::error_of([&] { quantize_checkpoint(settings_); });
-  EXPECT_NE(e.find("--out " + settings_.out_dir + ": is inside the model folder"), std::string::npos) << e;
+  EXPECT_NE(e.find("--out " + settings_.out_dir + ": is inside " + settings_.model_dir + ", which is copied into it"),
+            std::string::npos)
+      << e;
+  EXPECT_FALSE(fs::exists(settings_.out_dir));
+  // Or inside a folder the model links to, which the copy follows.
+  fs::create_directories(dir_ / "shared-scheduler");
+  fs::copy(dir_ / "bf16" / "scheduler", dir_ / "shared-scheduler", fs::copy_options::recursive);
+  fs::remove_all(dir_ / "bf16" / "scheduler");
+  fs::create_directory_symlink(dir_ / "shared-scheduler", dir_ / "bf16" / "scheduler");
+  settings_.out_dir = (dir_ / "shared-scheduler" / "q8").string();
+  e = test::error_of([&] { quantize_checkpoint(settings_); });
+  EXPECT_NE(e.find("is inside " + (dir_ / "bf16" / "scheduler").string() + ", which is copied into it"),
+            std::string::npos)
+      << e;
   EXPECT_FALSE(fs::exists(settings_.out_dir));
   // A policy that the written checkpoint's first load would refuse.
   settings_.out_dir = (dir_ / "fp8").string();

@@ -75,6 +75,9 @@ TEST(Sequence, TemporalPositionsStayWithinFloat32Integers) {
   s.base_fps = 1e30;
   e = test::error_of([&] { build_position_ids(1, 3, 1, 1, 24.0, s); });
   EXPECT_NE(e.find("positions must stay within 2^24"), std::string::npos) << e;
+  // The check alone, as Model::plan makes it before any work.
+  EXPECT_NE(test::error_of([&] { check_temporal_positions(1, 3, 24.0, s); }).find("within 2^24"), std::string::npos);
+  EXPECT_EQ(test::error_of([&] { check_temporal_positions(1, 1, 24.0, s); }), "");
   // An image has one temporal position whatever the rate.
   EXPECT_EQ(build_position_ids(1, 1, 1, 1, 1e-39, s).size(), 6u);
 }

@@ -153,9 +153,9 @@ expect_rejected linked_vae_weights "$tmp/linked_model/vae/diffusion_pytorch_mode
   --save-latents "$tmp/linked_model/vae/diffusion_pytorch_model.safetensors"
 # Nor does it add a file the model's loaders would read (a second
 # .safetensors beside the weights would be loaded with them).
-expect_rejected new_file_beside_weights "$tmp/fp8_copy/latent.safetensors" "where the model's loaders would read it" \
+expect_rejected new_file_beside_weights "$tmp/fp8_copy/latent.safetensors" "whose *.safetensors the loaders of the input" \
   generate --model "$tmp/fp8_copy" "${ids[@]}" "${small[@]}" --save-latents "$tmp/fp8_copy/latent.safetensors"
-expect_rejected vae_decode_beside_weights "$tmp/vae_copy/pixels.safetensors" "where the model's loaders would read it" \
+expect_rejected vae_decode_beside_weights "$tmp/vae_copy/pixels.safetensors" "whose *.safetensors the loaders of the input" \
   vae decode --vae "$tmp/vae_copy" --latent "$data/golden/wan22-vae-tiny/decode/image.safetensors" \
   --out "$tmp/vae_copy/pixels.safetensors"
 [[ $(snapshot) == "$before" ]] || fail "an output check let a model or input file change"
@@ -197,6 +197,9 @@ grep -qF "prompt word \"$(printf 'x%.0s' {1..80})...\" (5005 bytes) is not in th
   ! grep -qF "nearest:" "$tmp/err" ||
   fail "long_unknown_word: $(head -c 300 "$tmp/err")"
 [[ $(wc -l <"$tmp/err") -le 2 && $(wc -c <"$tmp/err") -lt 1000 ]] || fail "long_unknown_word: $(wc -c <"$tmp/err") bytes of stderr"
+expect_ok escape_in_word "trace:" generate -m "$fashion" -p "a bo"$'\x1b[2J'"ot" --steps 2 -o $o/w.png
+grep -qF 'prompt word "bo\u001b[2jot" is not in the vocabulary' "$tmp/err" && ! grep -q $'\x1b' "$tmp/err" ||
+  fail "escape_in_word: $(cat -v "$tmp/err")"
 
 # Prompt ids without a negative: a checkpoint without a tokenizer still runs CFG.
 expect_ok ids_without_negative "trace:" generate --model "$fp8" --prompt-ids 28,93,12,50 --latent-shape 4,1,4,4 \
