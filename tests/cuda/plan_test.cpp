@@ -25,15 +25,8 @@ class CudaPlan : public TempDirTest {
 };
 
 TEST_F(CudaPlan, ALinearTheGpuCannotRunAtAPlannedPrecisionIsRefusedBeforeAnyStep) {
-  SyntheticModelShape shape;
-  shape.hidden_size = 32;
+  SyntheticModelShape shape = tiny_shape(4);
   shape.intermediate_size = 72;
-  shape.layers = 1;
-  shape.heads = 2;
-  shape.kv_heads = 1;
-  shape.head_dim = 16;
-  shape.vocab_size = 16;
-  shape.latent_channel = 4;
   const std::string folder = (dir_ / "ffn72").string();
   write_synthetic_transformer(folder, shape, true, 5);  // FP8, the 3/3 step policy, reasoner a16
   Model gpu = Model::open(folder, {ActivationDType::BF16, WeightCache::None, Device::Cuda});

@@ -275,6 +275,19 @@ std::string shard_name(std::size_t index, std::size_t count) {
 
 }  // namespace
 
+SyntheticModelShape tiny_shape(int64_t latent_channel) {
+  SyntheticModelShape s;
+  s.hidden_size = 32;
+  s.intermediate_size = 64;
+  s.layers = 1;
+  s.heads = 2;
+  s.kv_heads = 1;
+  s.head_dim = 16;
+  s.vocab_size = 16;
+  s.latent_channel = latent_channel;
+  return s;
+}
+
 SyntheticModelShape benchmark_shape(int64_t hidden, int64_t layers) {
   SyntheticModelShape s;
   s.hidden_size = hidden;

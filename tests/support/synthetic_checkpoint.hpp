@@ -37,6 +37,10 @@ struct SyntheticModelShape {
 // heads, FFN 12288); Nano has 36 layers.
 SyntheticModelShape benchmark_shape(int64_t hidden, int64_t layers);
 
+// One layer of width 32 (2 query heads of 16, one KV head, FFN 64), a
+// vocabulary of 16: with 48 channels and seed 3, tests/data/vae-model's.
+SyntheticModelShape tiny_shape(int64_t latent_channel);
+
 // config.json of a silu Cosmos3 model of this shape (rope_axes_dim chosen to
 // fill head_dim/2 slots, 3·H and 3·W slots within it). With fp8, the ModelOpt
 // quantization_config of a serialised FP8 build, with the first-3/last-3
