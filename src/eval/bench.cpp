@@ -27,6 +27,7 @@
 #include "io/file_access.hpp"
 #include "io/output_format.hpp"
 #include "io/output_set.hpp"
+#include "pipeline/model_setup.hpp"
 #include "stepmix/tools.hpp"
 
 namespace stepmix {
@@ -133,7 +134,7 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   };
   check_range("--repeat", opt.repeat, 1, 1000);
   check_range("--warmup", opt.warmup, 0, 1000);
-  if (opt.request.steps) check_range("--steps", *opt.request.steps, 1, 10000);
+  if (opt.request.steps) check_steps_value(*opt.request.steps, "bench", "--steps");
   check_range("--peer-threads", opt.peer_threads, 1, 1024);
   if (opt.no_peer && (opt.python || opt.peer_script))
     throw Error("bench", "--no-peer runs no peer: --python and --peer-script would be ignored");

@@ -139,8 +139,7 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
   // Cheap checks first, so a bad option never waits for a model load.
   if (opt.seeds < 1 || opt.seeds > 10000)
     throw Error("compare", "--seeds: expected an integer in [1, 10000], got " + std::to_string(opt.seeds));
-  if (opt.request.steps && *opt.request.steps < 1)
-    throw Error("compare", "--steps: expected an integer >= 1, got " + std::to_string(*opt.request.steps));
+  if (opt.request.steps) check_steps_value(*opt.request.steps, "compare", "--steps");
   if (!(opt.diff_gain > 0) || !(opt.diff_gain <= 1e6))
     throw Error("compare", "--diff-gain: expected a number in (0, 1e6], got " + Error::number(opt.diff_gain));
   if (opt.request.negative_prompt && opt.request.negative_prompt_ids)

@@ -340,8 +340,11 @@ bool is_model_file_name(const std::string& file_name) {
       "config.json",         "model_index.json",      "hf_quant_config.json", "scheduler_config.json",
       "tokenizer.json",      "tokenizer_config.json", "chat_template.jinja",  "calibration_prompts.txt",
       "compare_prompts.txt", "classifier.json"};
-  return ends_with(file_name, ".safetensors") || ends_with(file_name, ".safetensors.index.json") ||
-         names.count(file_name) > 0;
+  return is_weights_file_name(file_name) || names.count(file_name) > 0;
+}
+
+bool is_weights_file_name(const std::string& file_name) {
+  return ends_with(file_name, ".safetensors") || ends_with(file_name, ".safetensors.index.json");
 }
 
 int64_t mapped_resident_bytes(const std::string& folder) {

@@ -81,6 +81,8 @@ struct ModelDirectory {
 // and chat template, calibration and compare prompts, the classifier. An
 // output must never replace one (OutputSet::add_input protects them).
 bool is_model_file_name(const std::string& file_name);
+// The weights among them: *.safetensors and *.safetensors.index.json.
+bool is_weights_file_name(const std::string& file_name);
 
 // Resident bytes of this process's mappings of files under `folder`
 // (/proc/self/smaps): the weight pages actually in memory, not the file size.

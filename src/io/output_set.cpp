@@ -175,8 +175,7 @@ void OutputSet::add_input(const std::string& label, const std::string& path) {
     if (known == model_folders_.end())
       known = model_folders_.insert(model_folders_.end(), {label, path, parent, folder});
     const std::string name = it->path().filename().string();
-    const bool weights = name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json");
-    (weights ? known->weights : known->named) = true;
+    (is_weights_file_name(name) ? known->weights : known->named) = true;
     if (name == "config.json") known->config = true;
   }
 }
@@ -342,7 +341,7 @@ void OutputSet::check_not_read_by_a_model(const Output& a) const {
   // (model_index.json, hf_quant_config.json, ...) in a folder where the
   // loaders look such names up.
   if (!is_model_file_name(a.name)) return;
-  const bool weights = a.name.ends_with(".safetensors") || a.name.ends_with(".safetensors.index.json");
+  const bool weights = is_weights_file_name(a.name);
   for (const ModelFolder& f : model_folders_) {
     if (f.resolved != a.folder || !(weights ? f.config && f.weights : f.named)) continue;
     fail(a.label, a.path,

@@ -174,7 +174,8 @@ void check_request_values(const GenerateRequest& r, int steps, double guidance, 
   check_guidance_value(guidance, "generate", r.guidance ? std::string("--guidance") : defaults + "guidance_scale");
   check_fps_value(r.fps, "generate", "--fps");
   if (r.flow_shift && !(*r.flow_shift >= sched::kMinFlowShift && *r.flow_shift <= sched::kMaxFlowShift))
-    throw Error("generate", "--flow-shift: expected a number in [0.01, 1000], got " + Error::number(*r.flow_shift));
+    throw Error("generate", "--flow-shift: expected a number in " + sched::flow_shift_range_text() + ", got " +
+                                Error::number(*r.flow_shift));
   if (r.frames && (*r.frames < 1 || *r.frames > kMaxFrames))
     throw Error("generate", "--frames: expected an integer in [1, " + std::to_string(kMaxFrames) + "], got " +
                                 std::to_string(*r.frames));

@@ -7,6 +7,11 @@
 #include "stepmix/error.hpp"
 
 namespace stepmix::sched {
+
+std::string flow_shift_range_text() {
+  return "[" + Error::number(kMinFlowShift) + ", " + Error::number(kMaxFlowShift) + "]";
+}
+
 namespace {
 
 using nlohmann::json;
@@ -60,7 +65,7 @@ class FieldReader {
   double shift(const std::string& key) {
     const double x = positive_number(key, 1.0);
     if (!(x >= kMinFlowShift && x <= kMaxFlowShift))
-      fail(key, "a positive number in [0.01, 1000]", describe(key, value(key, 1.0)));
+      fail(key, "a positive number in " + flow_shift_range_text(), describe(key, value(key, 1.0)));
     return x;
   }
   std::optional<double> optional_number(const std::string& key) {
@@ -333,7 +338,7 @@ void apply_overrides(SchedulerConfig& cfg, const SchedulerOverrides& ov) {
   }
   if (ov.flow_shift) {
     if (!(*ov.flow_shift >= kMinFlowShift && *ov.flow_shift <= kMaxFlowShift))
-      throw Error("scheduler", "flow_shift override: expected a number in [0.01, 1000], got " +
+      throw Error("scheduler", "flow_shift override: expected a number in " + flow_shift_range_text() + ", got " +
                                    Error::number(*ov.flow_shift));
     if (cfg.kind == SchedulerKind::unipc_multistep) {
       cfg.unipc.flow_shift = *ov.flow_shift;

@@ -26,6 +26,8 @@ namespace stepmix::sched {
 // the range where the solvers stay finite.
 inline constexpr double kMinFlowShift = 0.01;
 inline constexpr double kMaxFlowShift = 1000.0;
+// "[0.01, 1000]", for messages.
+std::string flow_shift_range_text();
 
 enum class SchedulerKind { unipc_multistep, flow_match_euler };
 
