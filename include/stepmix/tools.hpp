@@ -72,10 +72,12 @@ struct BenchOptions {
   bool no_peer = false;
   // Given explicitly, the peer's interpreter and script must exist (an
   // error otherwise); by default a missing one only skips the peer's row.
+  // Any of the four given where no peer runs (no_peer, --device cuda) is
+  // refused rather than ignored.
   std::optional<std::string> python;  // default /usr/bin/python3
   std::optional<std::string> peer_script;
-  int peer_threads = 2;
-  std::string peer_dtype = "bf16";
+  std::optional<int> peer_threads;        // default 2
+  std::optional<std::string> peer_dtype;  // bf16 (default) or fp32
   std::optional<std::string> json_file;
   ModelOptions runtime;
 };

@@ -135,24 +135,32 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   check_range("--repeat", opt.repeat, 1, 1000);
   check_range("--warmup", opt.warmup, 0, 1000);
   if (opt.request.steps) check_steps_value(*opt.request.steps, "bench", "--steps");
-  check_range("--peer-threads", opt.peer_threads, 1, 1024);
-  if (opt.no_peer && (opt.python || opt.peer_script))
-    throw Error("bench", "--no-peer runs no peer: --python and --peer-script would be ignored");
+  // The options of the peer, where no peer runs, would be ignored: refused.
   // The peer is PyTorch on the CPU: beside a GPU run its ratio would compare
-  // two machines. Skipped there (said in the output), refused when asked for.
+  // two machines. Skipped there (said in the output).
   const bool gpu = opt.runtime.device != Device::Cpu;
-  if (gpu && (opt.python || opt.peer_script))
-    throw Error("bench", std::string(opt.python ? "--python" : "--peer-script") +
+  const char* peer_option = opt.python         ? "--python"
+                            : opt.peer_script  ? "--peer-script"
+                            : opt.peer_threads ? "--peer-threads"
+                            : opt.peer_dtype   ? "--peer-dtype"
+                                               : nullptr;
+  if (opt.no_peer && peer_option)
+    throw Error("bench", std::string("--no-peer runs no peer: ") + peer_option + " would be ignored");
+  if (gpu && peer_option)
+    throw Error("bench", std::string(peer_option) +
                              ": the PyTorch peer of bench runs on the CPU, and --device cuda runs stepmix on the GPU; "
                              "pass --no-peer (bench/cuda-device-check.sh compares with PyTorch on the same GPU)");
+  const int peer_threads = opt.peer_threads.value_or(2);
+  check_range("--peer-threads", peer_threads, 1, 1024);
   if (opt.python && access(opt.python->c_str(), X_OK) != 0)
     throw Error("bench", "--python " + *opt.python + ": " + errno_phrase(errno) +
                              " (expected the path of an executable, e.g. /usr/bin/python3)");
   if (opt.peer_script && !fs::is_regular_file(*opt.peer_script))
     throw Error("bench", "--peer-script " + *opt.peer_script + ": not a regular file");
   const std::string python = opt.python.value_or("/usr/bin/python3");
-  if (opt.peer_dtype != "bf16" && opt.peer_dtype != "fp32")
-    throw Error("bench", "--peer-dtype: expected bf16 or fp32, got '" + opt.peer_dtype + "'");
+  const std::string peer_dtype = opt.peer_dtype.value_or("bf16");
+  if (peer_dtype != "bf16" && peer_dtype != "fp32")
+    throw Error("bench", "--peer-dtype: expected bf16 or fp32, got '" + peer_dtype + "'");
 
   // --json is checked before anything runs and written whole at the end.
   OutputSet outputs;
@@ -355,7 +363,7 @@ void bench(const BenchOptions& opt, std::FILE* out) {
         std::to_string(C) + "," + std::to_string(T) + "," + std::to_string(H) + "," + std::to_string(W) +
         " --guidance " + std::to_string(guidance) + " --timesteps " + ts.str() + " --sigmas " + sig.str() +
         " --repeat " + std::to_string(opt.repeat) + " --warmup " + std::to_string(opt.warmup) + " --threads " +
-        std::to_string(opt.peer_threads) + " --dtype " + shell_quote(opt.peer_dtype) + " 2>&1";
+        std::to_string(peer_threads) + " --dtype " + shell_quote(peer_dtype) + " 2>&1";
     std::fflush(out);
     std::string output, last_json;
     if (FILE* pipe = popen(cmd.c_str(), "r")) {

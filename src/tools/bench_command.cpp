@@ -35,9 +35,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--no-peer", o.no_peer, "Skip the PyTorch peer");
   cmd->add_option("--python", o.python, "Python for the peer (default: /usr/bin/python3)");
   cmd->add_option("--peer-script", o.peer_script, "Peer script (default: bench/peer_generate.py)");
-  cmd->add_option("--peer-threads", o.peer_threads, "torch threads of the peer")->default_val(2)->check(non_empty());
-  cmd->add_option("--peer-dtype", o.peer_dtype, "Peer arithmetic: bf16 (autocast) or fp32")
-      ->default_val("bf16")
+  cmd->add_option("--peer-threads", o.peer_threads, "torch threads of the peer (default 2)")->check(non_empty());
+  cmd->add_option("--peer-dtype", o.peer_dtype, "Peer arithmetic: bf16 (autocast, the default) or fp32")
       ->check(CLI::IsMember({"bf16", "fp32"}));
   cmd->add_option("--json", o.json_file, "Also write the results as JSON");
   add_runtime_options(*cmd, c->runtime);

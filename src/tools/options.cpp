@@ -116,14 +116,21 @@ ModelOptions RuntimeOptions::model_options() const {
   m.check_tensors = check_tensors;
   m.weight_cache = parse_weight_cache(weight_cache);
   m.device = parse_device(device);
-  m.activations = activations ? parse_activation_dtype(*activations) : default_activation_dtype(m.device);
+  m.activations = activation_dtype_option(activations, m.device);
   return m;
 }
+
+ActivationDType activation_dtype_option(const std::optional<std::string>& word, Device device) {
+  return word ? parse_activation_dtype(*word) : default_activation_dtype(device);
+}
+
+const char* const kActivationsDefaultHelp = "Default: f32 on the CPU, bf16 on cuda (the only one it runs)";
 
 void add_runtime_options(CLI::App& cmd, RuntimeOptions& o) {
   cmd.add_option("--activations", o.activations,
                  "Activation dtype of the Linears: f32 (matches float32 references) or bf16 (16-bit activations as "
-                 "production runtimes use; faster). Default: f32 on the CPU, bf16 on cuda (the only one it runs)");
+                 "production runtimes use; faster). " +
+                     std::string(kActivationsDefaultHelp));
   cmd.add_option("--weight-cache", o.weight_cache,
                  "none: FP8 weights stay 1 byte/parameter; all: keep a BF16 copy (2 bytes/parameter more)")
       ->default_val("none");

@@ -62,6 +62,10 @@ struct RuntimeOptions {
   ModelOptions model_options() const;
 };
 void add_runtime_options(CLI::App& cmd, RuntimeOptions& o);
+// --activations of the commands that run a model or the VAE: the word given,
+// checked, else the device's default (f32 on the CPU, bf16 on cuda).
+ActivationDType activation_dtype_option(const std::optional<std::string>& word, Device device);
+extern const char* const kActivationsDefaultHelp;
 
 struct PolicyOptions {
   std::string mixed_precision = "auto";

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "stepmix/tools.hpp"
 
 namespace stepmix::cli {
@@ -25,7 +26,7 @@ struct VaeCliOptions {
     VaeRunOptions r;
     r.vae = vae;
     r.device = parse_device(device);
-    r.activations = activations ? parse_activation_dtype(*activations) : default_activation_dtype(r.device);
+    r.activations = activation_dtype_option(activations, r.device);
     if (max_memory) r.max_memory = parse_memory_size(*max_memory, "--max-memory");
     // One line on stderr when it is a terminal, rewritten per latent frame.
     if (isatty(STDERR_FILENO))
@@ -43,8 +44,8 @@ void add_common(CLI::App& cmd, VaeCliOptions& o) {
   cmd.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd.add_option("--vae", o.vae, "vae folder (config.json + *.safetensors) or a model folder with vae/")->required();
   cmd.add_option("--activations", o.activations,
-                 "f32 (matches float32 references) or bf16 (bf16 convolution operands, float32 sums). Default: f32 on "
-                 "the CPU, bf16 on cuda (the only one it runs)");
+                 "f32 (matches float32 references) or bf16 (bf16 convolution operands, float32 sums). " +
+                     std::string(kActivationsDefaultHelp));
   cmd.add_option("--device", o.device, "cpu, or cuda to run on the GPU (bf16 activations)")
       ->default_val("cpu")
       ->envname("STEPMIX_DEVICE");

@@ -48,14 +48,19 @@ expect_error steps "--steps: expected an integer in [1, 10000], got 0" bench "${
 expect_error fp8_reference "is not a BF16 checkpoint" bench "${common[@]}" --reference "$g/transformer-fp8"
 expect_error two_prompts "give --prompt or --prompt-ids" bench "${common[@]}" --prompt "a boot"
 expect_error activations "--activations: expected f32 or bf16" bench "${common[@]}" --activations int8
-expect_error peer_threads "--peer-threads: expected an integer in [1, 1024], got 99999" bench "${common[@]}" \
-  --peer-threads 99999
 # A peer asked for by name must exist (checked before anything runs); only
 # the default one may be missing.
 with_peer=("${common[@]:0:$((${#common[@]} - 1))}")  # common without --no-peer
 expect_error python_missing "--python $tmp/none: no such file or directory" bench "${with_peer[@]}" --python "$tmp/none"
+expect_error peer_threads "--peer-threads: expected an integer in [1, 1024], got 99999" bench "${with_peer[@]}" \
+  --peer-threads 99999
 expect_error script_missing "--peer-script $tmp/none.py: not a regular file" bench "${with_peer[@]}" \
   --peer-script "$tmp/none.py"
 expect_error no_peer_python "--no-peer runs no peer" bench "${common[@]}" --python /usr/bin/python3
+# Every peer option is refused where no peer runs, not ignored.
+expect_error no_peer_threads "--no-peer runs no peer: --peer-threads would be ignored" bench "${common[@]}" \
+  --peer-threads 4
+expect_error no_peer_dtype "--no-peer runs no peer: --peer-dtype would be ignored" bench "${common[@]}" \
+  --peer-dtype fp32
 
 finish bench

@@ -109,6 +109,8 @@ if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/e
   ! grep -q "speed-up over the peer" "$tmp/out" || fail "bench on cuda printed a ratio to a CPU peer"
   expect_error bench-cuda-peer-script "--peer-script: the PyTorch peer of bench runs on the CPU" \
     "${bench_with_peer[@]}" --peer-script "$tmp/peer.py"
+  expect_error bench-cuda-peer-threads "--peer-threads: the PyTorch peer of bench runs on the CPU" \
+    "${bench_with_peer[@]}" --peer-threads 4
   checks=$((checks + 1))
   "$bin" "${compare[@]}" >"$tmp/out" 2>"$tmp/err" || fail "compare on cuda: $(cat "$tmp/err")"
   [[ -s $tmp/report/report.json && -s $tmp/report/grid.png ]] || fail "compare on cuda wrote no report"
