@@ -51,9 +51,11 @@ std::string printf_string(const char* format, auto... args) {
 
 InspectReport inspect(const std::string& path, const PolicyOverrides& overrides, std::optional<int> steps_option) {
   const ModelDirectory dir = ModelDirectory::open(path);
+  // The policy's checks come before the quantization's (the order a run
+  // checks in, Model::open), so both report the same first failure.
+  const ResolvedPolicy policy = resolve_policy(dir.config, dir.config_path, overrides);
   const QuantizationInfo quant = classify_quantization(dir.config, dir.config_path);
   require_supported_quantization(quant, dir.config_path);
-  const ResolvedPolicy policy = resolve_policy(dir.config, dir.config_path, overrides);
   const TensorStore store = TensorStore::open_folder(dir.transformer_dir);
   const GovernedDiscovery governed = discover_governed_linears(store);
   std::vector<std::string> fp8_modules;

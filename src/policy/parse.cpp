@@ -76,16 +76,14 @@ int parse_window(const std::string& path, const json& policy, const std::string&
   if (!window.is_object()) fail_expected(path, field, "an object {\"count\": <integer >= 0>, \"mode\": \"a16\"}", window);
   require_exact_fields(path, field, window, kWindowFields);
   if (window.at("mode") != "a16") fail_expected(path, field + ".mode", "\"a16\"", window.at("mode"));
-  // JSON integers only: true, 3.0 and "3" are not counts.
+  // JSON integers only: true, 3.0 and "3" are not counts. Large counts are
+  // legal (every iteration A16); any count >= the number of iterations acts
+  // alike, so one beyond INT_MAX is taken as INT_MAX.
   const json& count = window.at("count");
-  bool in_range = false;
-  if (count.is_number_unsigned()) {
-    in_range = count.get<unsigned long long>() <= INT_MAX;
-  } else if (count.is_number_integer()) {
-    in_range = count.get<long long>() >= 0 && count.get<long long>() <= INT_MAX;
-  }
-  if (!in_range) fail_expected(path, field + ".count", "an integer in [0, " + std::to_string(INT_MAX) + "]", count);
-  return count.get<int>();
+  if (count.is_number_unsigned()) return int(std::min<unsigned long long>(count.get<unsigned long long>(), INT_MAX));
+  if (count.is_number_integer() && count.get<long long>() >= 0)
+    return int(std::min<long long>(count.get<long long>(), INT_MAX));
+  fail_expected(path, field + ".count", "a JSON integer >= 0", count);
 }
 
 TowerMode parse_checkpoint_reasoner(const std::string& path, const json& value) {

@@ -1,5 +1,7 @@
 #include "options.hpp"
 
+#include <algorithm>
+#include <climits>
 #include <csignal>
 
 namespace stepmix::cli {
@@ -144,8 +146,14 @@ void add_runtime_options(CLI::App& cmd, RuntimeOptions& o) {
 PolicyOverrides PolicyOptions::overrides() const {
   PolicyOverrides o;
   o.mode = parse_mixed_precision_mode(mixed_precision);
-  o.first_steps = first_steps;
-  o.last_steps = last_steps;
+  // Any count at least the number of steps makes the same plan: a larger one
+  // than an int holds is taken as INT_MAX, as in a checkpoint.
+  const auto saturated = [](std::optional<int64_t> count) -> std::optional<int> {
+    if (!count) return std::nullopt;
+    return int(std::min<int64_t>(*count, INT_MAX));
+  };
+  o.first_steps = saturated(first_steps);
+  o.last_steps = saturated(last_steps);
   if (reasoner) o.reasoner = parse_reasoner_mode(*reasoner);
   if (overlap) o.overlap = parse_overlap_mode(*overlap);
   return o;

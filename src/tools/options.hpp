@@ -69,8 +69,8 @@ extern const char* const kActivationsDefaultHelp;
 
 struct PolicyOptions {
   std::string mixed_precision = "auto";
-  std::optional<int> first_steps;
-  std::optional<int> last_steps;
+  std::optional<int64_t> first_steps;  // beyond INT_MAX: INT_MAX (the same plan)
+  std::optional<int64_t> last_steps;
   std::optional<std::string> reasoner;
   std::optional<std::string> overlap;
 

@@ -1,5 +1,6 @@
 // §4 checks 3–12: fields of the policy object, one test per rule.
 #include <functional>
+#include <limits>
 
 #include "policy/policy_fixtures.hpp"
 
@@ -107,9 +108,13 @@ TEST(ParseFields, WindowModeMustBeA16) {
 }
 
 TEST(ParseFields, WindowCountMustBeANonNegativeInteger) {
-  const std::string expected = kPolicyField + ".last_steps.count: expected an integer in [0, 2147483647], got ";
-  for (const auto& [count, shown] : std::vector<std::pair<json, std::string>>{
-           {true, "true"}, {3.0, "3.0"}, {-1, "-1"}, {"3", "\"3\""}, {nullptr, "null"}, {4294967296LL, "4294967296"}}) {
+  const std::string expected = kPolicyField + ".last_steps.count: expected a JSON integer >= 0, got ";
+  for (const auto& [count, shown] : std::vector<std::pair<json, std::string>>{{true, "true"},
+                                                                              {3.0, "3.0"},
+                                                                              {-1, "-1"},
+                                                                              {"3", "\"3\""},
+                                                                              {nullptr, "null"},
+                                                                              {-4294967296LL, "-4294967296"}}) {
     EXPECT_EQ(policy_error(fp8_config_with_policy(policy_with("last_steps", {{"count", count}, {"mode", "a16"}})), {}),
               "[policy] " + kConfigPath + ": " + expected + shown);
   }
@@ -122,6 +127,12 @@ TEST(ParseFields, ZeroAndLargeCountsAreLegal) {
   const ParsedPolicy parsed = parse_step_policy(fp8_config_with_policy(policy), kConfigPath);
   EXPECT_EQ(parsed.policy.first_steps, 0);
   EXPECT_EQ(parsed.policy.last_steps, 999);
+  // Counts an int cannot hold act as every iteration too: taken as INT_MAX.
+  for (const json& huge : {json(4294967296LL), json(std::numeric_limits<unsigned long long>::max())}) {
+    policy["first_steps"]["count"] = huge;
+    EXPECT_EQ(parse_step_policy(fp8_config_with_policy(policy), kConfigPath).policy.first_steps,
+              std::numeric_limits<int>::max());
+  }
 }
 
 TEST(ParseFields, ReasonerIsA16OrNative) {

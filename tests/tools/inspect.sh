@@ -54,6 +54,10 @@ expect_error force_bf16 "" inspect "$bf16" --mixed-precision fp8
 expect_error none_with_override "" inspect "$fp8" --mixed-precision none --first-steps 2
 expect_error bad_mode "" inspect "$fp8" --mixed-precision maybe
 expect_error negative_count "" inspect "$fp8" --first-steps -1
+# A count larger than any run is legal: every step W8A16.
+expect_ok huge_count "trace: W8A16x10" inspect "$fp8" --steps 10 --first-steps 99999999999
+d=$(edited_copy huge_count 'p["last_steps"]["count"] = 2**64 - 1')
+expect_ok huge_checkpoint_count "trace: W8A16x10" inspect "$d" --steps 10
 expect_error no_subcommand "" 
 
 d=$(edited_copy schema 'p["schema_version"] = True')
@@ -63,6 +67,12 @@ d=$(edited_copy unknown 'p["future_knob"] = 1')
 expect_error unknown_field "future_knob" inspect "$d"
 d=$(edited_copy nvfp4 'q["quant_algo"] = "NVFP4"')
 expect_error nvfp4 "NVFP4" inspect "$d"
+# The policy is checked before the quantization (spec order), by inspect as by
+# a run: both name the same first failure.
+d=$(edited_copy nvfp4_and_schema 'q["quant_algo"] = "NVFP4"; p["schema_version"] = 2')
+expect_error nvfp4_and_schema "schema_version: expected the integer 1, got 2" inspect "$d"
+expect_error nvfp4_and_schema_run "schema_version: expected the integer 1, got 2" generate -m "$d" --prompt-ids 1,2 \
+  --latent-shape 16,1,28,28 --steps 1
 d=$(edited_copy vae_scope 'p["scope"] = ["vae"]')
 expect_ok inert_scope "trace: W8A8x35" inspect "$d"
 
