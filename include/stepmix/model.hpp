@@ -51,10 +51,20 @@ struct ModelOptions {
   bool check_tensors = false;
 };
 
-// Built-in defaults of a request, used when neither the request nor the
-// model's model_index.json ("stepmix": {"num_inference_steps", ...}) says.
-inline constexpr int kDefaultSteps = 35;
+// Built-in defaults of a request (those of the Cosmos3 runtimes), used when
+// neither the request nor the model's model_index.json ("stepmix":
+// {"num_frames", "num_inference_steps", ...}) says. A request is an image iff
+// it has one frame, else a video; the size, the step count and UniPC's flow
+// shift default by that mode.
+inline constexpr int kDefaultFrames = 189;  // ~7.9 s at 24 fps
+inline constexpr int kDefaultVideoHeight = 720;
+inline constexpr int kDefaultVideoWidth = 1280;
+inline constexpr int kDefaultImageSize = 1024;  // height and width
+inline constexpr int kDefaultVideoSteps = 35;
+inline constexpr int kDefaultImageSteps = 50;
 inline constexpr double kDefaultGuidance = 6.0;
+inline constexpr double kDefaultVideoFlowShift = 10.0;
+inline constexpr double kDefaultImageFlowShift = 3.0;
 inline constexpr double kDefaultFps = 24.0;
 
 // Limits of a request, checked before anything is allocated (also for
@@ -115,6 +125,7 @@ struct GeneratePlan {
   int steps = 0;
   double guidance = 1.0;
   std::array<int64_t, 4> latent_shape{};  // C, T, H, W
+  bool video = false;                     // more than one frame asked for (image iff num_frames == 1)
   bool image_output = false;              // a PNG can be written: a pixel-space latent with 1 or 3
                                           // channels, or a model with vae/ (decoded)
   bool decodes = false;                   // the model has vae/: pictures and video are decoded from the latent
@@ -134,6 +145,7 @@ struct GeneratePlan {
   // entries).
   std::vector<std::string> notes, warnings;
   std::string scheduler;                      // e.g. "UniPCMultistepScheduler"
+  double flow_shift = 1.0;                    // the shift its sigmas were made with
   std::vector<double> timesteps;
   std::vector<double> sigmas;  // the scheduler's float32 sigmas, widened
 };
@@ -195,7 +207,7 @@ struct ModelInfo {
   bool has_tokenizer = false;
   std::vector<std::string> warnings;  // unknown config keys, policy warnings
   // Defaults from model_index.json ("stepmix"), when present.
-  std::optional<int> default_height, default_width, default_steps;
+  std::optional<int> default_height, default_width, default_frames, default_steps;
   std::optional<double> default_guidance;
 };
 
@@ -269,8 +281,8 @@ class Model {
 
 // `request` with what `plan` resolved made explicit (prompt ids, steps,
 // guidance, latent shape), so that it samples the same on another model with
-// other defaults (a reference checkpoint). Scheduler fields, fps, seed and
-// policy stay as they are.
+// other defaults (a reference checkpoint), and the flow shift it sampled
+// with. The other scheduler fields, fps, seed and policy stay as they are.
 GenerateRequest sampled_exactly(GenerateRequest request, const GeneratePlan& plan);
 
 // What a generation writes. The extension of `out` decides its format:
@@ -367,7 +379,7 @@ std::vector<int64_t> parse_id_list(const std::string& text, const std::string& o
 void remove_temporary_outputs_on_fatal_signals();
 
 // `stepmix inspect`: what a checkpoint holds and how its policy resolves for
-// `steps` steps (default: the model's, else kDefaultSteps), reading only the
+// `steps` steps (default: what generate runs without --steps), reading only the
 // safetensors headers.
 struct InspectReport {
   std::string text;                  // the human-readable summary

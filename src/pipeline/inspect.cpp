@@ -78,7 +78,7 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
   if (dir.tokenizer_path) (void)text::PromptModel::open(dir.root);
   const ModelDefaults defaults = read_model_defaults(dir);
   // The same number of steps generate would run for this model.
-  const int steps = steps_option ? *steps_option : defaults.steps.value_or(kDefaultSteps);
+  const int steps = steps_option ? *steps_option : default_steps(defaults, request_frames({}, dir, defaults) > 1);
   check_steps_value(steps, "inspect", "--steps");
   const StepPlan plan = plan_steps(policy, governed.has_fp8(), steps);
 

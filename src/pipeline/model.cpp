@@ -137,8 +137,8 @@ struct Model::Impl {
                                       mapped_resident_bytes(dir.transformer_dir), int64_t(transformer.workspace_bytes()));
   }
 
-  sched::SchedulerConfig scheduler_config(const GenerateRequest& r, int64_t frames) const {
-    return scheduler_config_for({r.scheduler_config, r.scheduler, r.flow_shift}, dir, frames > 1);
+  sched::SchedulerConfig scheduler_config(const GenerateRequest& r, bool video) const {
+    return scheduler_config_for({r.scheduler_config, r.scheduler, r.flow_shift}, dir, video);
   }
 };
 
@@ -253,7 +253,9 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
     throw Error("generate", "give --negative-prompt or --negative-prompt-ids, not both");
 
   GeneratePlan p;
-  p.steps = r.steps ? *r.steps : m.defaults.steps.value_or(kDefaultSteps);
+  const GeometryRequest geometry{r.latent_shape, r.height, r.width, r.frames};
+  p.video = request_frames(geometry, m.dir, m.defaults) > 1;
+  p.steps = r.steps ? *r.steps : default_steps(m.defaults, p.video);
   p.guidance = r.guidance ? *r.guidance : m.defaults.guidance.value_or(kDefaultGuidance);
   check_request_values(r, p.steps, p.guidance, m.dir);
   p.policy = resolve_policy(m.dir.config, m.dir.config_path, r.policy);
@@ -262,8 +264,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   m.transformer.require_runnable(p.plan);  // a Linear the device cannot run at a step's precision
   p.log_line = mixed_precision_log_line(p.policy, p.plan);
 
-  p.latent_shape = latent_shape_for({r.latent_shape, r.height, r.width, r.frames}, m.dir,
-                                    m.transformer.config().latent_channel, m.defaults);
+  p.latent_shape = latent_shape_for(geometry, m.dir, m.transformer.config().latent_channel, m.defaults);
   const int64_t C = p.latent_shape[0], T = p.latent_shape[1];
   check_token_count(p.latent_shape, m.transformer.config());
   p.decodes = m.vae.has_value();
@@ -297,9 +298,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   } else if (r.prompt || uncond_from_text) {
     const EncodedPrompts e = m.encoder.encode_pair(
         r.prompt_ids ? std::nullopt : r.prompt, r.negative_prompt.value_or(""), uncond_from_text,
-        prompt_geometry_for({r.latent_shape, r.height, r.width, r.frames}, p.latent_shape, m.dir, r.fps,
-                            r.use_system_prompt),
-        &p.warnings);
+        prompt_geometry_for(geometry, p.latent_shape, m.dir, r.fps, r.use_system_prompt), &p.warnings);
     p.cond_ids = e.cond;
     p.uncond_ids = e.uncond;
     p.cond_rendered_bytes = e.cond_rendered_bytes;
@@ -324,11 +323,13 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
                            m.sequence);
   p.cfg_batched = m.cfg_batching(p);
 
-  const sched::SchedulerConfig scheduler_config = m.scheduler_config(r, p.latent_shape[1]);
+  const sched::SchedulerConfig scheduler_config = m.scheduler_config(r, p.video);
   p.notes.insert(p.notes.end(), scheduler_config.notes.begin(), scheduler_config.notes.end());
   auto scheduler = sched::make_scheduler(scheduler_config);
   scheduler->set_timesteps(p.steps);
   p.scheduler = scheduler->name();
+  p.flow_shift = scheduler_config.kind == sched::SchedulerKind::unipc_multistep ? scheduler_config.unipc.flow_shift
+                                                                                : scheduler_config.flow_match.shift;
   p.timesteps = scheduler->timesteps();
   p.sigmas.assign(scheduler->sigmas().begin(), scheduler->sigmas().end());
   return p;
@@ -368,7 +369,7 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
     m.transformer.backend().require_memory(m.device_estimate(request, denoise_batches_cfg(m.transformer, request)),
                                            "generate at latent " + shape_string({1, C, T, H, W}));
 
-  auto scheduler = sched::make_scheduler(m.scheduler_config(r, T));
+  auto scheduler = sched::make_scheduler(m.scheduler_config(r, p.video));
   draw_step_noise_from(*scheduler, generator);
   StepController controller(p.plan);
   CallbackObserver observer(callbacks);
@@ -394,6 +395,8 @@ GenerateRequest sampled_exactly(GenerateRequest r, const GeneratePlan& p) {
   r.height.reset();
   r.width.reset();
   r.frames.reset();
+  // The shape alone would read 2 to 4 frames (one latent frame) as an image.
+  r.flow_shift = p.flow_shift;
   return r;
 }
 

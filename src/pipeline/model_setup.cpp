@@ -25,9 +25,11 @@ ModelDefaults read_model_defaults(const ModelDirectory& dir) {
   if (!s.is_object()) throw Error("config", where.substr(0, where.size() - 1) + ": expected an object");
   // stepmix's own section: a key it does not know is a typo, not a default.
   for (const auto& [key, value] : s.items())
-    if (key != "height" && key != "width" && key != "num_inference_steps" && key != "guidance_scale")
-      throw Error("config", where + key + ": no such field (expected height, width, num_inference_steps, "
-                                          "guidance_scale)");
+    if (key != "height" && key != "width" && key != "num_frames" && key != "num_inference_steps" &&
+        key != "guidance_scale")
+      throw Error("config", where + key +
+                                ": no such field (expected height, width, num_frames, "
+                                "num_inference_steps, guidance_scale)");
   // Defaults obey the limits of a request (stepmix/model.hpp).
   auto int_key = [&](const char* key, int64_t max, std::optional<int>& out) {
     if (!s.contains(key)) return;
@@ -41,6 +43,7 @@ ModelDefaults read_model_defaults(const ModelDirectory& dir) {
   };
   int_key("height", kMaxPixels, d.height);
   int_key("width", kMaxPixels, d.width);
+  int_key("num_frames", kMaxFrames, d.frames);
   int_key("num_inference_steps", kMaxSteps, d.steps);
   if (s.contains("guidance_scale")) {
     const json& v = s["guidance_scale"];
@@ -140,15 +143,27 @@ std::array<int64_t, 4> latent_shape_for(const GeometryRequest& r, const ModelDir
                                   "," + std::to_string(s[1]) + "," + std::to_string(s[2]) + "," + std::to_string(s[3]));
     return check_size({s[0], s[1], s[2], s[3]});
   }
-  const int frames = r.frames.value_or(1);
-  const int height = r.height ? *r.height : defaults.height.value_or(0);
-  const int width = r.width ? *r.width : defaults.width.value_or(0);
-  if (height <= 0 || width <= 0)
-    throw Error("generate", "--height and --width are required (positive) for this model, or give --latent-shape");
+  const int64_t frames = request_frames(r, dir, defaults);
   if (frames < 1) throw Error("generate", "--frames: expected an integer >= 1");
+  const bool video = frames > 1;
+  const int height = r.height ? *r.height : defaults.height.value_or(video ? kDefaultVideoHeight : kDefaultImageSize);
+  const int width = r.width ? *r.width : defaults.width.value_or(video ? kDefaultVideoWidth : kDefaultImageSize);
+  if (height <= 0 || width <= 0) throw Error("generate", "--height and --width: expected positive integers");
   if (is_pixel_space(dir)) return check_size({channels, frames, height, width});
   if (height % 16 || width % 16) throw Error("generate", "--height and --width must be positive multiples of 16");
   return check_size({channels, (frames - 1) / 4 + 1, height / 16, width / 16});
+}
+
+int64_t request_frames(const GeometryRequest& r, const ModelDirectory& dir, const ModelDefaults& defaults) {
+  if (r.latent_shape) {
+    const int64_t T = (*r.latent_shape)[1];
+    return is_pixel_space(dir) ? T : 4 * (T - 1) + 1;
+  }
+  return r.frames ? *r.frames : defaults.frames.value_or(kDefaultFrames);
+}
+
+int default_steps(const ModelDefaults& defaults, bool video) {
+  return defaults.steps.value_or(video ? kDefaultVideoSteps : kDefaultImageSteps);
 }
 
 sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const ModelDirectory& dir, bool video) {
@@ -173,9 +188,22 @@ sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const Mod
     else
       throw Error("generate", "--scheduler: expected unipc or euler, got '" + *r.kind + "'");
   }
-  if (o.kind.value_or(config.kind) == sched::SchedulerKind::unipc_multistep) o.use_karras_sigmas = false;
+  o.use_karras_sigmas = false;  // the Cosmos3 pipeline's, for either scheduler
   o.native_flow_grid = read_model_defaults(dir).native_flow_schedule;
   o.flow_shift = r.flow_shift;
+  // UniPC's flow_shift is a request value (the runtimes override the file's
+  // per request): unset, the mode's default. A FlowMatch file's own shift
+  // (a distilled build's 1.0 with its fixed sigmas) stands.
+  if (!o.flow_shift && config.kind == sched::SchedulerKind::unipc_multistep) {
+    const double shift = video ? kDefaultVideoFlowShift : kDefaultImageFlowShift;
+    if (config.unipc.flow_shift != shift) {
+      std::ostringstream note;
+      note << "flow_shift " << shift << " (the " << (video ? "video" : "image") << " default; " << config.source
+           << " has " << config.unipc.flow_shift << "): --flow-shift sets it";
+      config.notes.push_back(note.str());
+    }
+    o.flow_shift = shift;
+  }
   sched::apply_overrides(config, o);
   return config;
 }

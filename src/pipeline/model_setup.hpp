@@ -22,7 +22,7 @@ namespace stepmix {
 //   {"height": 28, "width": 28, "num_inference_steps": 8, "guidance_scale": 3.0}
 // Empty object when absent. Throws on a wrong type.
 struct ModelDefaults {
-  std::optional<int> height, width, steps;
+  std::optional<int> height, width, frames, steps;
   std::optional<double> guidance;
   bool native_flow_schedule = false;  // the pipeline's use_native_flow_schedule
 };
@@ -58,8 +58,16 @@ struct GeometryRequest {
   std::optional<std::array<int64_t, 4>> latent_shape;  // C, T, H, W
   std::optional<int> height, width, frames;
 };
+// The request's pixel frames: --frames, else the model's default, else
+// kDefaultFrames; with a latent shape, the frames it decodes to. The request
+// is a video iff that is more than one (an image iff num_frames == 1).
+int64_t request_frames(const GeometryRequest& request, const ModelDirectory& dir, const ModelDefaults& defaults);
+// Steps when the request gives none: the model's, else 35 for a video and
+// 50 for an image.
+int default_steps(const ModelDefaults& defaults, bool video);
 // {C, T, H, W}. Pixel-space models: T = frames, H/W = pixels. VAE models:
-// 16x spatial and 4x temporal compression.
+// 16x spatial and 4x temporal compression. Unset sizes are the model's, else
+// 720 x 1280 for a video and 1024 x 1024 for an image.
 std::array<int64_t, 4> latent_shape_for(const GeometryRequest& request, const ModelDirectory& dir, int64_t channels,
                                         const ModelDefaults& defaults);
 
@@ -68,9 +76,12 @@ struct SchedulerRequest {
   std::optional<std::string> kind;         // "unipc" or "euler"
   std::optional<double> flow_shift;
 };
-// The model's scheduler (or config_file, or UniPC with flow_shift 10 for
-// video / 3 for images), Karras forced off as the Cosmos3 pipeline does
-// (docs/schedulers.md §1), then the request's kind and flow_shift.
+// The model's scheduler (or config_file, or UniPC when the model has none),
+// Karras forced off as the Cosmos3 pipeline does (docs/schedulers.md §1),
+// then the request's kind and flow shift. UniPC's flow_shift is a request
+// value: unset, it is 10 for a video and 3 for an image, whatever the file
+// holds (a note says when that differs); FlowMatch Euler keeps its file's
+// shift unless the request gives one.
 sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& request, const ModelDirectory& dir, bool video);
 
 

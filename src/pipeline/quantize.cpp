@@ -86,8 +86,8 @@ std::map<std::string, float> calibrate(Cosmos3Transformer& transformer, const Mo
 
   const ResolvedPolicy dense_policy = resolve_policy(dir.config, dir.config_path, {});
   const SequenceSettings sequence = read_sequence_settings(dir.config, dir.config_path);
-  auto scheduler = sched::make_scheduler(
-      scheduler_config_for({c.scheduler_config, std::nullopt, std::nullopt}, dir, c.latent_shape[1] > 1));
+  auto scheduler =
+      sched::make_scheduler(scheduler_config_for({c.scheduler_config, std::nullopt, std::nullopt}, dir, c.video));
   const auto [C, T, H, W] = c.latent_shape;
   for (const auto& prompt : c.prompts) {
     for (int seed = 0; seed < c.seeds; ++seed) {
@@ -288,6 +288,7 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
   const int64_t channels = transformer_config.latent_channel;
   const GeometryRequest geometry{r.latent_shape, r.height, r.width, r.frames};
   c.latent_shape = latent_shape_for(geometry, dir, channels, defaults);
+  c.video = request_frames(geometry, dir, defaults) > 1;
   const PromptGeometry prompt_geometry = prompt_geometry_for(geometry, c.latent_shape, dir, r.fps, r.use_system_prompt);
   const bool cfg = c.guidance != 1.0;
   check_negative_prompt_has_a_pass(r, c.guidance, "quantize");

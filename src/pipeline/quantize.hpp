@@ -30,6 +30,7 @@ struct CalibrationSettings {
   int steps = 8;
   double guidance = 3.0;
   std::array<int64_t, 4> latent_shape{};      // C, T, H, W
+  bool video = false;                         // more than one frame (UniPC's default flow shift)
   double fps = 24.0;
   std::optional<std::string> scheduler_config;  // default: the model's
 };

@@ -180,7 +180,7 @@ void parse_flow_match(FieldReader& r, SchedulerConfig& cfg) {
   o.stochastic_sampling = r.boolean("stochastic_sampling", false);
   r.require_bool("use_dynamic_shifting", false, false);
   r.require_bool("invert_sigmas", false, false);
-  r.require_bool("use_karras_sigmas", false, false);
+  o.use_karras_sigmas = r.boolean("use_karras_sigmas", false);
   r.require_bool("use_exponential_sigmas", false, false);
   r.require_bool("use_beta_sigmas", false, false);
   r.require_null("shift_terminal", "");
@@ -319,11 +319,13 @@ void apply_overrides(SchedulerConfig& cfg, const SchedulerOverrides& ov) {
                         " (defaults apart from num_train_timesteps and the shift)");
   }
   if (ov.use_karras_sigmas) {
-    if (cfg.kind != SchedulerKind::unipc_multistep)
+    if (cfg.kind != SchedulerKind::unipc_multistep && *ov.use_karras_sigmas)
       throw Error("scheduler", "use_karras_sigmas override: only UniPC supports Karras sigmas");
-    if (cfg.unipc.use_karras_sigmas && !*ov.use_karras_sigmas)
+    bool& karras =
+        cfg.kind == SchedulerKind::unipc_multistep ? cfg.unipc.use_karras_sigmas : cfg.flow_match.use_karras_sigmas;
+    if (karras && !*ov.use_karras_sigmas)
       cfg.notes.push_back(cfg.source + ": use_karras_sigmas true is turned off, as the Cosmos3 pipeline does");
-    cfg.unipc.use_karras_sigmas = *ov.use_karras_sigmas;
+    karras = *ov.use_karras_sigmas;
   }
   if (ov.native_flow_grid) {
     // The pipeline passes the grid to the scheduler; only UniPC's flow path
@@ -361,6 +363,10 @@ void apply_overrides(SchedulerConfig& cfg, const SchedulerOverrides& ov) {
 std::unique_ptr<Scheduler> make_scheduler(const SchedulerConfig& cfg) {
   check_karras_grid(cfg);
   if (cfg.kind == SchedulerKind::unipc_multistep) return std::make_unique<UniPCMultistepScheduler>(cfg.unipc);
+  if (cfg.flow_match.use_karras_sigmas)
+    throw Error("scheduler", cfg.source +
+                                 ": use_karras_sigmas true: Karras sigmas are implemented for UniPC only "
+                                 "(the Cosmos3 pipeline turns them off)");
   return std::make_unique<FlowMatchEulerDiscreteScheduler>(cfg.flow_match);
 }
 

@@ -19,6 +19,10 @@ struct FlowMatchEulerOptions {
   // set_timesteps(N) then requires N == explicit_sigmas.size().
   std::vector<double> explicit_sigmas;
   Precision precision = Precision::fp32;
+  // Karras sigmas are not implemented for FlowMatch Euler (make_scheduler
+  // refuses them); the Cosmos3 pipeline turns a file's true off, as it does
+  // for UniPC (apply_overrides).
+  bool use_karras_sigmas = false;
 };
 
 class FlowMatchEulerDiscreteScheduler final : public Scheduler {

@@ -148,12 +148,13 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
   Model model = Model::open(opt.model_dir, model_options);
   for (const auto& w : model.info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const GeneratePlan plan = model.plan(request);
-  // One latent frame is an image: no duration sentence, no frame-rate
-  // modulation, no video container, so a --fps would change nothing.
+  // An image (one frame) has no duration sentence, no frame-rate modulation
+  // and no video container, so a --fps would change nothing.
   const bool mp4_out = opt.out && is_video_output(*opt.out);
-  if (fps_given && plan.latent_shape[1] == 1 && !mp4_out)
-    throw Error("generate", "--fps: an image (one latent frame) has no frame rate, so it would be ignored; it "
-                            "applies to videos (--frames 5 or more)");
+  if (fps_given && !plan.video && !mp4_out)
+    throw Error("generate",
+                "--fps: an image (--frames 1) has no frame rate, so it would be ignored; it "
+                "applies to videos (--frames 2 or more)");
   for (const auto& note : plan.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   for (const auto& w : plan.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (opt.noise_file) request.noise = read_noise_file(*opt.noise_file, plan.latent_shape);
@@ -220,6 +221,7 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
       out["source"] = plan.policy.source;
       out["reasoner"] = std::string(precision_json_name(result.reasoner));
       out["scheduler"] = plan.scheduler;
+      out["flow_shift"] = plan.flow_shift;
       out["timesteps"] = plan.timesteps;
       out["guidance"] = plan.guidance;
       out["latent_shape"] = {1, C, T, H, W};

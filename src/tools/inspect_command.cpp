@@ -50,8 +50,9 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("model_dir,-m,--model", opt->model_dir, "Diffusers model directory or transformer folder");
   cmd->add_option("--image", opt->image, "Print the metadata (text chunks) of a PNG instead");
   cmd->add_option("--steps", opt->steps,
-                  "Number of denoising steps to plan (default: what generate runs: the model's, else " +
-                      std::to_string(kDefaultSteps) + ")")->check(non_empty());
+                  "Number of denoising steps to plan (default: what generate runs without --steps: the model's, "
+                  "else 35 for a video, the default, and 50 for an image)")
+      ->check(non_empty());
   cmd->add_flag("--json", opt->json, "Print one JSON object");
   add_policy_options(*cmd, opt->policy);
   cmd->callback([opt] { run_inspect(*opt); });

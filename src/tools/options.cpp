@@ -93,9 +93,15 @@ void add_request_options(CLI::App& cmd, RequestOptions& o, unsigned groups, cons
     cmd.add_option("--negative-prompt-ids", o.negative_prompt_ids, "Unconditional prefix as ids");
   }
   if (groups & kGeometry) {
-    cmd.add_option("-H,--height", o.height, "Image height in pixels (default: the model's)")->check(non_empty());
-    cmd.add_option("-W,--width", o.width, "Image width in pixels (default: the model's)")->check(non_empty());
-    cmd.add_option("--frames", o.frames, "Number of frames (default 1 = image)")->check(non_empty());
+    cmd.add_option("-H,--height", o.height,
+                   "Height in pixels (default: the model's, else 720 for a video, 1024 for an image)")
+        ->check(non_empty());
+    cmd.add_option("-W,--width", o.width,
+                   "Width in pixels (default: the model's, else 1280 for a video, 1024 for an image)")
+        ->check(non_empty());
+    cmd.add_option("--frames", o.frames,
+                   "Number of frames, 1 = an image (default: the model's, else 189, a video of 720 x 1280)")
+        ->check(non_empty());
     cmd.add_option("--latent-shape", o.latent_shape, "Latent shape C,T,H,W (instead of height/width/frames)");
   }
   if (groups & kSampling) {
@@ -104,7 +110,10 @@ void add_request_options(CLI::App& cmd, RequestOptions& o, unsigned groups, cons
   }
   if (groups & kScheduler) {
     cmd.add_option("--scheduler", o.scheduler, "unipc or euler (default: the model's scheduler_config.json)");
-    cmd.add_option("--flow-shift", o.flow_shift, "Flow shift of the sigma schedule (default: the scheduler's)")->check(non_empty());
+    cmd.add_option("--flow-shift", o.flow_shift,
+                   "Flow shift of the sigma schedule (default: UniPC 10 for a video, 3 for an image; FlowMatch Euler "
+                   "its scheduler_config.json's shift)")
+        ->check(non_empty());
   }
   if (groups & kSchedulerConfig)
     cmd.add_option("--scheduler-config", o.scheduler_config, "A Diffusers scheduler_config.json");

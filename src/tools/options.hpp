@@ -47,8 +47,9 @@ struct RequestOptions {
 
 // `defaults` names where unset steps/guidance come from, for the help text.
 void add_request_options(CLI::App& cmd, RequestOptions& o, unsigned groups,
-                         const std::string& sampling_defaults = "the model's, else " + std::to_string(kDefaultSteps) +
-                                                                " steps and guidance 6");
+                         const std::string& sampling_defaults =
+                             "the model's, else 35 steps for a video and 50 for "
+                             "an image, guidance 6");
 
 struct RuntimeOptions {
   std::optional<std::string> activations;  // unset: default_activation_dtype(device)

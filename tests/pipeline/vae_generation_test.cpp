@@ -145,6 +145,58 @@ TEST_F(VaeGeneration, ImageToVideoKeepsTheEncodedPictureAsFrameZero) {
   EXPECT_NE(model.generate(request()).latent, result.latent);
 }
 
+// A model without "stepmix" defaults in model_index.json (as a Cosmos3
+// checkpoint) takes the Cosmos3 runtimes' defaults: a 189-frame 720 x 1280
+// video in 35 steps, an image (one frame) of 1024 x 1024 in 50; guidance 6;
+// UniPC's flow shift 10 for a video and 3 for an image, whatever the
+// scheduler file holds (a note says so). The mode is the frame count's: 2 to
+// 4 frames make one latent frame and are still a video.
+TEST_F(VaeGeneration, WithoutModelDefaultsARequestTakesTheCosmos3Defaults) {
+  Model model = Model::open(make_model("model"));
+  GenerateRequest r;
+  r.prompt_ids = std::vector<int64_t>{5, 9, 13};
+  GeneratePlan p = model.plan(r);
+  EXPECT_TRUE(p.video);
+  EXPECT_EQ(p.latent_shape, (std::array<int64_t, 4>{48, 48, 45, 80}));
+  EXPECT_EQ(p.steps, 35);
+  EXPECT_EQ(p.guidance, 6.0);
+  EXPECT_EQ(p.flow_shift, 10.0);
+  EXPECT_EQ(p.plan.generation.size(), 35u);
+  r.steps = 4;  // docs/schedulers.md: N = 4, shift 10
+  EXPECT_EQ(model.plan(r).timesteps, (std::vector<double>{999, 967, 909, 769}));
+
+  r.steps.reset();
+  r.frames = 1;
+  p = model.plan(r);
+  EXPECT_FALSE(p.video);
+  EXPECT_EQ(p.latent_shape, (std::array<int64_t, 4>{48, 1, 64, 64}));
+  EXPECT_EQ(p.steps, 50);
+  EXPECT_EQ(p.flow_shift, 3.0);
+
+  r.frames = 3;
+  p = model.plan(r);
+  EXPECT_TRUE(p.video);
+  EXPECT_EQ(p.latent_shape[1], 1);
+  EXPECT_EQ(p.steps, 35);
+  EXPECT_EQ(p.flow_shift, 10.0);
+
+  // The Cosmos3 checkpoint's own scheduler file (Karras, flow_shift 1).
+  r.frames.reset();
+  r.scheduler_config = std::string(STEPMIX_TEST_DATA) + "/golden/cosmos3-tiny/scheduler/unipc_checkpoint_default.json";
+  p = model.plan(r);
+  EXPECT_EQ(p.flow_shift, 10.0);
+  bool said = false;
+  for (const std::string& note : p.notes) said |= note.find("flow_shift 10 (the video default;") != std::string::npos;
+  EXPECT_TRUE(said);
+  r.flow_shift = 1.0;
+  EXPECT_EQ(model.plan(r).flow_shift, 1.0);
+  // A request made exact for another model keeps the shift it sampled with.
+  r.frames = 3;
+  r.flow_shift.reset();
+  p = model.plan(r);
+  EXPECT_EQ(model.plan(sampled_exactly(r, p)).flow_shift, 10.0);
+}
+
 TEST_F(VaeGeneration, RequestsThatCannotWorkAreRefusedBeforeSampling) {
   Model model = Model::open(make_model("model"));
   GenerateRequest r = request(1);

@@ -1,17 +1,17 @@
 // scheduler_config.json parsing: the golden configs load, every unsupported
 // value is rejected with "<file>: <field>: expected ..., got ...", overrides.
-#include "sched/fp_contract.hpp"  // expected values are computed with the reference roundings
+#include "sched/config.hpp"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include "sched/config.hpp"
+#include "common/error_of.hpp"
+#include "sched/fp_contract.hpp"  // expected values are computed with the reference roundings
 #include "sched_test_util.hpp"
 #include "stepmix/error.hpp"
 
@@ -278,19 +278,48 @@ TEST(SchedulerConfigParse, DistilledFlowMatch) {
 
 TEST(SchedulerConfigParse, FlowMatchRejections) {
   for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{{"use_dynamic_shifting", true},
-                                                                               {"invert_sigmas", true},
-                                                                               {"use_karras_sigmas", true},
-                                                                               {"use_exponential_sigmas", true},
-                                                                               {"use_beta_sigmas", true},
-                                                                               {"shift_terminal", 0.5},
-                                                                               {"shift", 0.0},
-                                                                               {"shift", 1e308},
-                                                                               {"flow_shift", 3.0}}) {
+                                                                              {"invert_sigmas", true},
+                                                                              {"use_exponential_sigmas", true},
+                                                                              {"use_beta_sigmas", true},
+                                                                              {"shift_terminal", 0.5},
+                                                                              {"shift", 0.0},
+                                                                              {"shift", 1e308},
+                                                                              {"flow_shift", 3.0}}) {
     json j = golden_json("flowmatch_euler_shift3.json");
     j[field] = value;
     const std::string err = parse_error(j);
     EXPECT_EQ(err.rfind("[scheduler] cfg.json: " + field + ": expected ", 0), 0u) << field << ": " << err;
   }
+}
+
+// Karras sigmas are not implemented for FlowMatch Euler: a file asking for
+// them is refused when a scheduler is made, unless the override the Cosmos3
+// pipeline applies (Karras off, for either scheduler) turned them off, which
+// a note says.
+TEST(SchedulerOverrides, FlowMatchKarrasIsTurnedOffByThePipelineOverride) {
+  json j = golden_json("flowmatch_euler_shift3.json");
+  j["use_karras_sigmas"] = true;
+  const SchedulerConfig parsed = parse_scheduler_config(j, "cfg.json");
+  EXPECT_TRUE(parsed.flow_match.use_karras_sigmas);
+  EXPECT_NE(stepmix::test::error_of([&] { make_scheduler(parsed); })
+                .find("cfg.json: use_karras_sigmas true: Karras sigmas are "
+                      "implemented for UniPC only"),
+            std::string::npos);
+  SchedulerConfig off = parsed;
+  SchedulerOverrides karras_off;
+  karras_off.use_karras_sigmas = false;
+  apply_overrides(off, karras_off);
+  ASSERT_EQ(off.notes.size(), 1u);
+  EXPECT_NE(off.notes[0].find("cfg.json: use_karras_sigmas true is turned off"), std::string::npos) << off.notes[0];
+  auto turned_off = make_scheduler(off);
+  auto plain = make_scheduler(parse_scheduler_config(golden_json("flowmatch_euler_shift3.json"), "cfg.json"));
+  turned_off->set_timesteps(4);
+  plain->set_timesteps(4);
+  EXPECT_EQ(turned_off->timesteps(), plain->timesteps());
+  SchedulerOverrides karras_on;
+  karras_on.use_karras_sigmas = true;
+  EXPECT_NE(stepmix::test::error_of([&] { apply_overrides(off, karras_on); }).find("only UniPC supports Karras sigmas"),
+            std::string::npos);
 }
 
 TEST(SchedulerOverrides, NativeFlowGridIsUniPCOnly) {

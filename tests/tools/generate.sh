@@ -8,7 +8,7 @@ g=$golden
 
 common=(--model "$g/transformer-fp8" --prompt-ids 28,93,12,50,83,45,72,55,80,64,77,94,95
         --negative-prompt-ids 17,32,40,41,23,76,94,95 --latent-shape 4,1,6,8 --guidance 3
-        --scheduler-config "$g/scheduler/unipc_flowshift10.json")
+        --scheduler-config "$g/scheduler/unipc_flowshift10.json" --flow-shift 10)
 
 out=$("$bin" generate "${common[@]}" --steps 8 --noise "$g/trajectory/inputs.safetensors" \
       --save-latents "$tmp/a.safetensors" 2>"$tmp/err") || fail "golden run: $(cat "$tmp/err")"

@@ -33,6 +33,14 @@ cmp -s "$tmp/i2v.safetensors" "$tmp/latent.safetensors" && fail "image-to-video:
 expect_ok json '"video": "'"$tmp/j.mp4"'"' "${run[@]}" --frames 5 --out "$tmp/j.mp4" --frames-dir "$tmp/j" --json
 grep -qF '"frames_dir": "'"$tmp/j2"'"' <<<"$(timeout "$STEPMIX_TEST_TIMEOUT" "$bin" "${run[@]}" --frames 5 --frames-dir "$tmp/j2" --json)" ||
   fail "json: no frames_dir in the outputs"
+# No scheduler file: UniPC with the flow shift of the request's mode, 10 for
+# a video (2 frames or more, even one latent frame), 3 for an image.
+for case in "5 10.0" "3 10.0" "1 3.0"; do
+  read -r frames shift <<<"$case"
+  grep -qF '"flow_shift": '"$shift" <<<"$(timeout "$STEPMIX_TEST_TIMEOUT" "$bin" "${run[@]}" --frames "$frames" \
+    --no-decode --save-latents "$tmp/shift$frames.safetensors" --json)" ||
+    fail "flow_shift: --frames $frames did not sample with $shift"
+done
 expect_ok no-decode "latents: $tmp/only.safetensors" "${run[@]}" --frames 5 --fps 12 --no-decode --save-latents "$tmp/only.safetensors"
 cmp -s "$tmp/only.safetensors" "$tmp/latent.safetensors" || fail "no-decode: another latent than the decoding run's"
 

@@ -437,7 +437,7 @@ inspect policy_overlap "$tmp/policy_overlap/config.json" "$p.overlap: expected \
 inspect policy_scope_empty "$tmp/policy_scope_empty/config.json" "$p.scope: expected a non-empty array"
 inspect policy_scope_vae "$tmp/policy_scope_vae/config.json" "$p.scope: expected [\"transformer\"]"
 for label in negative float bool; do
-  inspect "policy_count_$label" "$tmp/policy_count_$label/config.json" "$p.first_steps.count: expected an integer in"
+  inspect "policy_count_$label" "$tmp/policy_count_$label/config.json" "$p.first_steps.count: expected a JSON integer >= 0"
 done
 inspect policy_window_mode "$tmp/policy_window_mode/config.json" "$p.last_steps.mode: expected \"a16\""
 inspect policy_reasoner "$tmp/policy_reasoner/config.json" "$p.reasoner: expected one of \"a16\", \"native\""

@@ -37,7 +37,7 @@ gen height_huge "--height" "expected an integer in [1, 16384], got 16400" --step
 gen flow_shift_nan "--flow-shift" "got nan" "${small[@]}" "${x[@]}" --flow-shift nan
 gen flow_shift_tiny "--flow-shift" "expected a number in [0.01, 1000], got 1e-07" "${small[@]}" "${x[@]}" --flow-shift 1e-7
 gen threads_zero "--threads" "" "${small[@]}" "${x[@]}" -t 0
-gen fps_image "--fps" "an image (one latent frame) has no frame rate" "${small[@]}" "${x[@]}" --fps 30
+gen fps_image "--fps" "an image (--frames 1) has no frame rate" "${small[@]}" "${x[@]}" --fps 30
 nothing_written "option values"
 expect_rejected inspect_steps_huge "--steps" "expected an integer in [1, 10000], got 100000000" inspect "$fp8" --steps 100000000
 expect_rejected unknown_command "'generat'" "unknown command" generat --model "$fp8"
