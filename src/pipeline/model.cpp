@@ -316,8 +316,8 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
     uncond_source = "--negative-prompt-ids";
   else if (r.prompt_ids && !m.encoder.has_tokenizer())
     uncond_source = "the unconditional prefix taken from --prompt-ids";
-  check_ids_in_vocabulary(p.cond_ids, vocab, cond_source, "generate", m.dir.config_path);
-  check_ids_in_vocabulary(p.uncond_ids, vocab, uncond_source, "generate", m.dir.config_path);
+  check_prompt_ids(p.cond_ids, vocab, cond_source, "generate", m.dir.config_path);
+  check_prompt_ids(p.uncond_ids, vocab, uncond_source, "generate", m.dir.config_path);
   // The longer prefix puts the frames furthest (a huge base_fps, say).
   check_temporal_positions(int64_t(std::max(p.cond_ids.size(), p.uncond_ids.size())), p.latent_shape[1], r.fps,
                            m.sequence);

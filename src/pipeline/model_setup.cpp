@@ -85,8 +85,11 @@ void check_negative_prompt_has_a_pass(const GenerateRequest& r, double guidance,
                                "drop it or give --guidance above 1");
 }
 
-void check_ids_in_vocabulary(const std::vector<int64_t>& ids, int64_t vocab_size, const std::string& source,
-                             const std::string& component, const std::string& config_path) {
+void check_prompt_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const std::string& source,
+                      const std::string& component, const std::string& config_path) {
+  if (ids.size() > text::kMaxPromptIds)
+    throw Error(component, source + ": " + std::to_string(ids.size()) + " token ids, more than the " +
+                               std::to_string(text::kMaxPromptIds) + " a Cosmos3 transformer takes");
   for (std::size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= vocab_size)
       throw Error(component, source + ": id " + std::to_string(ids[i]) + " (position " + std::to_string(i) +

@@ -46,10 +46,13 @@ void refuse_request_field(bool set, const std::string& component, const std::str
 // the request would be ignored, so it is an error tagged `component`.
 void check_negative_prompt_has_a_pass(const GenerateRequest& request, double guidance, const std::string& component);
 
-// Every id in [0, vocab_size) of the transformer's config, else an error:
-// "<source>: id X (position i) is outside the vocabulary [0, V) of <config_path>".
-void check_ids_in_vocabulary(const std::vector<int64_t>& ids, int64_t vocab_size, const std::string& source,
-                             const std::string& component, const std::string& config_path);
+// An understanding prefix the transformer takes: at most text::kMaxPromptIds
+// ids ("<source>: N token ids, more than the 4096 ..."), every id in
+// [0, vocab_size) of the transformer's config ("<source>: id X (position i)
+// is outside the vocabulary [0, V) of <config_path>"), else an error. Ids
+// given by the request are held to what a tokenized prompt is.
+void check_prompt_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const std::string& source,
+                      const std::string& component, const std::string& config_path);
 
 // A full model directory without vae/: latents are pixels (identity decoder).
 bool is_pixel_space(const ModelDirectory& dir);

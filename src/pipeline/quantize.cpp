@@ -298,13 +298,17 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
   c.prompts = read_calibration_prompts(prompts_file, encoder, prompt_geometry);
   // Ids beyond the embedding table, named by prompt before any step runs.
   for (std::size_t p = 0; p < c.prompts.size(); ++p)
-    check_ids_in_vocabulary(c.prompts[p], transformer_config.vocab_size,
-                            prompts_file + ": prompt " + std::to_string(p + 1), "quantize", dir.config_path);
-  if (cfg)
+    check_prompt_ids(c.prompts[p], transformer_config.vocab_size, prompts_file + ": prompt " + std::to_string(p + 1),
+                     "quantize", dir.config_path);
+  if (cfg) {
     c.negative_prompt =
         r.negative_prompt_ids
             ? *r.negative_prompt_ids
             : encoder.encode_pair(std::nullopt, r.negative_prompt.value_or(""), true, prompt_geometry).uncond;
+    check_prompt_ids(c.negative_prompt, transformer_config.vocab_size,
+                     r.negative_prompt_ids ? "--negative-prompt-ids" : "the negative prompt", "quantize",
+                     dir.config_path);
+  }
 
   const QuantizeReport report = quantize_checkpoint(s);
   std::fprintf(out, "calibrated %zu governed Linears over %zu prompts x %d seeds x %d steps (%d transformer calls)\n",

@@ -101,6 +101,12 @@ expect_error id_range "--prompt-ids: id 96 (position 1) is outside the vocabular
   --model "$g/transformer-fp8" --prompt-ids 1,96 --latent-shape 4,1,6,8 --guidance 1
 expect_error negative_id_range "--negative-prompt-ids: id 9999999 (position 0)" generate --model "$g/transformer-fp8" \
   --prompt-ids 1,2 --negative-prompt-ids 9999999,2 --latent-shape 4,1,6,8 --guidance 3
+# Ids are held to the 4096 a tokenized prompt may have.
+many_ids=$(seq -s, 4097 | sed 's/[0-9]*/1/g')
+expect_error ids_too_many "--prompt-ids: 4097 token ids, more than the 4096 a Cosmos3 transformer takes" generate \
+  --model "$g/transformer-fp8" --prompt-ids "$many_ids" --latent-shape 4,1,6,8 --guidance 1
+expect_error negative_ids_too_many "--negative-prompt-ids: 4097 token ids" generate --model "$g/transformer-fp8" \
+  --prompt-ids 1,2 --negative-prompt-ids "$many_ids" --latent-shape 4,1,6,8 --guidance 3
 expect_error noise_shape "tensor 'noise' must be F32 [1, 4, 1, 4, 4]" generate "${common[@]}" --latent-shape 4,1,4,4 \
   --noise "$g/trajectory/inputs.safetensors"
 

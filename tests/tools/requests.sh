@@ -217,6 +217,10 @@ expect_rejected quantize_id_range "$tmp/qprompts_range.txt: prompt 2: id 999" "o
   --model "$tmp/qmodel" --calib-prompts "$tmp/qprompts_range.txt" --negative-prompt-ids 17,94,95 \
   --latent-shape 4,1,4,4 --steps 2 --out "$o/q"
 
+expect_rejected quantize_negative_ids "--negative-prompt-ids: id 999 (position 0)" "outside the vocabulary [0, 96)" \
+  quantize --model "$tmp/qmodel" --calib-prompts "$tmp/qprompts.txt" --negative-prompt-ids 999,94,95 \
+  --latent-shape 4,1,4,4 --steps 2 --out "$o/q"
+
 # A config warning is printed once (it used to come twice from a run).
 cp -r "$fashion" "$tmp/warn_model"
 /usr/bin/python3 - "$tmp/warn_model/transformer/config.json" <<'PY'
