@@ -40,6 +40,11 @@ struct ModelOptions {
   ActivationDType activations = ActivationDType::F32;
   WeightCache weight_cache = WeightCache::None;
   Device device = Device::Cpu;
+  // Diffusers: the W8A16 weight rounding of Diffusers, SGLang and
+  // TensorRT-LLM, for bit-parity tests (runtime.hpp); it changes bf16
+  // activations only, so with F32 it is refused, as on a checkpoint without
+  // FP8 Linears.
+  W8A16Rounding w8a16_rounding = W8A16Rounding::Single;
   // CFG: the conditional and unconditional pass of a step in one batched
   // forward (each weight read once per step); the results are bit-identical
   // either way. false (or STEPMIX_CFG_BATCH=0) runs them one after the other,

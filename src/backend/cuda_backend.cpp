@@ -252,7 +252,7 @@ const LinearOnDevice& CudaBackend::on_device(const Linear& l, bool f32_weight) {
     if (l.weight_cache() == WeightCache::All) {
       const int64_t count = l.out_features() * l.in_features();
       d->decoded = cuda::DeviceBuffer(std::size_t(count) * sizeof(uint16_t));
-      cuda::dequantize_e4m3_to_bf16(d->weight.as<uint8_t>(), count, l.weight_scale(), d->decoded.as<uint16_t>(),
+      cuda::dequantize_e4m3_to_bf16(d->weight.as<uint8_t>(), count, l.w8a16_bf16_scale(), d->decoded.as<uint16_t>(),
                                     stream());
     }
   }
@@ -340,7 +340,7 @@ int CudaBackend::linear(std::span<const Linear* const> linears, const uint16_t* 
       if (d.decoded.data()) {
         cuda::gemm_bf16(runner_, x, d.decoded.as<uint16_t>(), M, N, K, d.gemm_bias, ys[i], stream());
       } else {
-        cuda::gemm_w8a16(runner_, x, d.weight.as<uint8_t>(), lead.weight_scale(), M, N, K, d.gemm_bias,
+        cuda::gemm_w8a16(runner_, x, d.weight.as<uint8_t>(), lead.w8a16_bf16_scale(), M, N, K, d.gemm_bias,
                          grown<uint16_t>(decoded_, N * K), ys[i], stream());
       }
       continue;

@@ -231,6 +231,7 @@ void bench(const BenchOptions& opt, std::FILE* out) {
                  {"threads", threads},
                  {"activations", std::string(activation_dtype_name(opt.runtime.activations))},
                  {"weight_cache", std::string(weight_cache_name(opt.runtime.weight_cache))},
+                 {"w8a16_rounding", std::string(w8a16_rounding_name(opt.runtime.w8a16_rounding))},
                  {"device", std::string(device_name(opt.runtime.device))},
                  {"hardware_threads", std::thread::hardware_concurrency()},
                  {"load_average_1m", have_load ? json(load[0]) : json()},

@@ -29,9 +29,10 @@ Cosmos3Transformer Cosmos3Transformer::load(const ModelDirectory& dir, WeightCac
 }
 
 Cosmos3Transformer Cosmos3Transformer::load(const TensorStore& store, const nlohmann::json& config,
-                                            const std::string& config_path, WeightCache cache, Backend& backend) {
+                                            const std::string& config_path, WeightCache cache, Backend& backend,
+                                            W8A16Rounding rounding) {
   ParsedCosmos3Config parsed = parse_cosmos3_config(config, config_path);
-  Cosmos3Weights weights = load_cosmos3_weights(store, parsed.config, cache);
+  Cosmos3Weights weights = load_cosmos3_weights(store, parsed.config, cache, rounding);
   // Every loader (the model API, quantize, calibration, tests) gets these
   // checks here, whether or not it has resolved a step policy from the same
   // config first: classifying it again is cheap, trusting a caller is not.

@@ -54,7 +54,8 @@ class Cosmos3Transformer {
   static Cosmos3Transformer load(const ModelDirectory& dir, WeightCache cache = WeightCache::None,
                                  Backend& backend = cpu_backend());
   static Cosmos3Transformer load(const TensorStore& store, const nlohmann::json& config, const std::string& config_path,
-                                 WeightCache cache = WeightCache::None, Backend& backend = cpu_backend());
+                                 WeightCache cache = WeightCache::None, Backend& backend = cpu_backend(),
+                                 W8A16Rounding rounding = W8A16Rounding::Single);
 
   const Cosmos3Config& config() const { return config_; }
   const std::vector<std::string>& warnings() const { return warnings_; }

@@ -20,7 +20,8 @@ struct ExpectedShape {
 
 class WeightBinder {
  public:
-  WeightBinder(const TensorStore& store, WeightCache cache) : store_(store), cache_(cache) {}
+  WeightBinder(const TensorStore& store, WeightCache cache, W8A16Rounding rounding)
+      : store_(store), cache_(cache), rounding_(rounding) {}
 
   [[noreturn]] void fail(const std::string& message) const { throw Error("model", store_.folder() + ": " + message); }
 
@@ -71,7 +72,7 @@ class WeightBinder {
     if (fp8) fp8_modules_.push_back(module);
     if (tower == Tower::Generation) ++(fp8 ? governed_.generation_fp8 : governed_.generation_dense);
     if (tower == Tower::Reasoner) ++(fp8 ? governed_.reasoner_fp8 : governed_.reasoner_dense);
-    return Linear(std::move(w), cache_);
+    return Linear(std::move(w), cache_, rounding_);
   }
 
   const GovernedCounts& governed() const { return governed_; }
@@ -136,6 +137,7 @@ class WeightBinder {
 
   const TensorStore& store_;
   WeightCache cache_;
+  W8A16Rounding rounding_;
   GovernedCounts governed_;
   std::vector<std::string> fp8_modules_;
   std::set<std::string> used_;  // canonical names bound so far
@@ -183,8 +185,9 @@ AttentionWeights load_attention(WeightBinder& b, const std::string& prefix, cons
 
 }  // namespace
 
-Cosmos3Weights load_cosmos3_weights(const TensorStore& store, const Cosmos3Config& c, WeightCache cache) {
-  WeightBinder b(store, cache);
+Cosmos3Weights load_cosmos3_weights(const TensorStore& store, const Cosmos3Config& c, WeightCache cache,
+                                    W8A16Rounding rounding) {
+  WeightBinder b(store, cache, rounding);
   const int64_t E = c.hidden_size, F = c.patch_latent_dim;
   const std::string hidden = "[hidden_size]";
 

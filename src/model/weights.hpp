@@ -61,6 +61,7 @@ struct Cosmos3Weights {
 // within quant/scale_bounds.hpp) or 16/32-bit; everything else must be BF16
 // or F32. A tensor left unbound (beyond num_hidden_layers, an unknown name, a
 // sound/action head) is an error listing the first five and the count.
-Cosmos3Weights load_cosmos3_weights(const TensorStore& store, const Cosmos3Config& config, WeightCache cache);
+Cosmos3Weights load_cosmos3_weights(const TensorStore& store, const Cosmos3Config& config, WeightCache cache,
+                                    W8A16Rounding rounding = W8A16Rounding::Single);
 
 }  // namespace stepmix

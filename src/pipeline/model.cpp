@@ -41,7 +41,7 @@ struct Model::Impl {
   static Cosmos3Transformer load_checked(const ModelDirectory& dir, const TensorStore& store, const ModelOptions& o) {
     Backend& backend = backend_for(o.device, o.activations);  // a missing GPU first, before any weight is read
     if (o.check_tensors) check_tensors(store);
-    return Cosmos3Transformer::load(store, dir.config, dir.config_path, o.weight_cache, backend);
+    return Cosmos3Transformer::load(store, dir.config, dir.config_path, o.weight_cache, backend, o.w8a16_rounding);
   }
 
   ModelDirectory dir;
@@ -207,8 +207,27 @@ Model::~Model() = default;
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 
+namespace {
+
+// Options that change only the W8A16 steps of bf16 activations would do
+// nothing (and the cache would hold memory unused) otherwise: refused.
+void check_bf16_weight_options(const ModelOptions& o, const std::string& path, std::optional<bool> has_fp8) {
+  const auto check = [&](bool asked, const std::string& option) {
+    if (!asked) return;
+    if (o.activations != ActivationDType::BF16)
+      throw Error("options", option + " applies to the W8A16 steps of bf16 activations only, and --activations is " +
+                                 std::string(activation_dtype_name(o.activations)) + ": give --activations bf16");
+    if (has_fp8 && !*has_fp8) throw Error("options", option + ": " + path + " has no FP8 Linears (nothing runs W8A16)");
+  };
+  check(o.weight_cache == WeightCache::All, "--weight-cache all");
+  check(o.w8a16_rounding == W8A16Rounding::Diffusers, "--w8a16-rounding diffusers");
+}
+
+}  // namespace
+
 Model Model::open(const std::string& path, const ModelOptions& options) {
   ThreadPool::configured_size();  // STEPMIX_THREADS is checked on every device
+  check_bf16_weight_options(options, path, std::nullopt);
   ModelDirectory dir = ModelDirectory::open(path);
   // The checkpoint's quantization and policy are checked before any weight is mapped.
   const ResolvedPolicy policy = resolve_policy(dir.config, dir.config_path, {});
@@ -217,6 +236,7 @@ Model Model::open(const std::string& path, const ModelOptions& options) {
   info.path = path;
   info.transformer_dir = impl->dir.transformer_dir;
   info.has_fp8 = impl->transformer.has_fp8();
+  check_bf16_weight_options(options, path, info.has_fp8);
   info.governed = impl->transformer.governed_counts();
   info.latent_channels = impl->transformer.config().latent_channel;
   info.pixel_space = is_pixel_space(impl->dir);

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/dtype.hpp"
+#include "core/numerics.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/kernel_set.hpp"
 #include "quant/scale_bounds.hpp"
@@ -50,7 +51,7 @@ std::vector<uint8_t>& thread_code_scratch() {
 
 }  // namespace
 
-Linear::Linear(LinearWeights w, WeightCache cache) : weights_(std::move(w)), cache_(cache) {
+Linear::Linear(LinearWeights w, WeightCache cache, W8A16Rounding rounding) : weights_(std::move(w)), cache_(cache) {
   const std::string& n = weights_.name;
   const TensorView& weight = weights_.weight;
   if (weight.rank() != 2) fail(n, "weight must be 2-D [out, in], got " + shape_to_string(weight.shape));
@@ -64,6 +65,10 @@ Linear::Linear(LinearWeights w, WeightCache cache) : weights_(std::move(w)), cac
       is_fp8_ = true;
       weight_scale_ = checked_scale(n, weights_.weight_scale, "weight_scale");
       input_scale_ = checked_scale(n, weights_.input_scale, "input_scale");
+      // A positive normal float rounds to a positive finite bf16 (scales are
+      // bounded far below bf16's largest value, quant/scale_bounds.hpp).
+      w8a16_bf16_scale_ =
+          rounding == W8A16Rounding::Diffusers ? bf16_to_float(float_to_bf16_rne(weight_scale_)) : weight_scale_;
       break;
     case DType::BF16:
     case DType::F32:
@@ -95,7 +100,7 @@ Linear::Linear(LinearWeights w, WeightCache cache) : weights_(std::move(w)), cac
     ThreadPool::global().parallel_for(tasks, [&](int64_t t) {
       const int64_t row0 = t * kRowsPerTask;
       const int64_t rows = std::min(kRowsPerTask, out_features_ - row0);
-      k.dequantize_e4m3_to_bf16(codes + row0 * in_features_, rows * in_features_, weight_scale_,
+      k.dequantize_e4m3_to_bf16(codes + row0 * in_features_, rows * in_features_, w8a16_bf16_scale_,
                                 bf16_weight_cache_.data() + row0 * in_features_);
     });
   }
@@ -194,7 +199,7 @@ void Linear::run_unquantized(const void* x, bool x_is_bf16, int64_t M, void* y) 
       args.w = bf16_weight_cache_.data();
     } else {
       args.w_type = WeightOperand::E4M3TimesScaleBF16;
-      args.weight_scale = weight_scale_;
+      args.weight_scale = w8a16_bf16_scale_;
     }
   }
   kernels::active_kernels().linear.gemm(args);

@@ -60,14 +60,16 @@ class LinearBackendState {
 //          y = acc · float32(s_x · s_w) (+ b).
 //   Dense: FP32 (BF16 weights widened exactly), FP32 sums.
 //  BF16 activations: as above with x widened exactly to float32; W8A16 uses
-//   Ŵ = bf16(float32(decode(code) · s_w)); outputs rounded to bf16 (RNE).
+//   Ŵ = bf16(float32(decode(code) · s_w)) (or with bf16(s_w), W8A16Rounding);
+//   outputs rounded to bf16 (RNE).
 //
 // forward() is const and may run concurrently on different layers; one layer's
 // code hook must not be changed while a forward is running.
 class Linear {
  public:
   // Validates shapes, dtypes and scales; throws stepmix::Error naming the linear.
-  explicit Linear(LinearWeights w, WeightCache cache = WeightCache::None);
+  explicit Linear(LinearWeights w, WeightCache cache = WeightCache::None,
+                  W8A16Rounding rounding = W8A16Rounding::Single);
 
   const std::string& name() const { return weights_.name; }
   int64_t in_features() const { return in_features_; }
@@ -108,6 +110,11 @@ class Linear {
   const TensorView& weight() const { return weights_.weight; }
   const std::optional<TensorView>& bias() const { return weights_.bias; }
   float weight_scale() const { return weight_scale_; }
+  // The scale the W8A16 decode of bf16 activations multiplies by: s_w, or
+  // bf16(s_w) with W8A16Rounding::Diffusers (the product of a decoded code
+  // and a bf16 value is exact in float32, so the one rounding to bf16 that
+  // follows gives bf16(bf16(code) · bf16(s_w))).
+  float w8a16_bf16_scale() const { return w8a16_bf16_scale_; }
   float input_scale() const { return input_scale_; }
   // Throws unless this layer runs `precision` (FP8: W8A16 or W8A8).
   void check_precision(Precision precision) const;
@@ -138,6 +145,7 @@ class Linear {
   int64_t out_features_ = 0;
   bool is_fp8_ = false;
   float weight_scale_ = 1.0f;
+  float w8a16_bf16_scale_ = 1.0f;
   float input_scale_ = 1.0f;
   std::vector<uint16_t> bf16_weight_cache_;  // [out, in] Ŵ, WeightCache::All on FP8 layers
   ActivationCodeHook code_hook_;

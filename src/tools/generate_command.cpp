@@ -229,6 +229,7 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
       out["cfg_batched"] = plan.cfg_batched;
       out["activations"] = std::string(activation_dtype_name(model_options.activations));
       out["weight_cache"] = opt.runtime.weight_cache;
+      out["w8a16_rounding"] = opt.runtime.w8a16_rounding;
       out["prompt"] = meta.prompt;
       out["negative_prompt"] = meta.negative_prompt;
       out["prompt_ids"] = plan.cond_ids.size();

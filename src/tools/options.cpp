@@ -126,6 +126,7 @@ ModelOptions RuntimeOptions::model_options() const {
   ModelOptions m;
   m.check_tensors = check_tensors;
   m.weight_cache = parse_weight_cache(weight_cache);
+  m.w8a16_rounding = parse_w8a16_rounding(w8a16_rounding);
   m.device = parse_device(device);
   m.activations = activation_dtype_option(activations, m.device);
   return m;
@@ -143,8 +144,13 @@ void add_runtime_options(CLI::App& cmd, RuntimeOptions& o) {
                  "production runtimes use; faster). " +
                      std::string(kActivationsDefaultHelp));
   cmd.add_option("--weight-cache", o.weight_cache,
-                 "none: FP8 weights stay 1 byte/parameter; all: keep a BF16 copy (2 bytes/parameter more)")
+                 "none: FP8 weights stay 1 byte/parameter; all: keep a BF16 copy (2 bytes/parameter more; "
+                 "--activations bf16)")
       ->default_val("none");
+  cmd.add_option("--w8a16-rounding", o.w8a16_rounding,
+                 "W8A16 weight with bf16 activations: single (bf16(code*scale), one rounding) or diffusers "
+                 "(bf16(code*bf16(scale)), as Diffusers/SGLang/TensorRT-LLM; for bit-parity tests)")
+      ->default_val("single");
   cmd.add_option("--device", o.device, "cpu or cuda (a build with the CUDA backend)")
       ->default_val("cpu")
       ->envname("STEPMIX_DEVICE");

@@ -54,6 +54,7 @@ void add_request_options(CLI::App& cmd, RequestOptions& o, unsigned groups,
 struct RuntimeOptions {
   std::optional<std::string> activations;  // unset: default_activation_dtype(device)
   std::string weight_cache = "none";
+  std::string w8a16_rounding = "single";
   std::string device = "cpu";
   std::optional<int> threads;
   bool check_tensors = false;

@@ -69,7 +69,8 @@ TensorView view(const std::string& name, DType dtype, std::vector<int64_t> shape
 }
 
 Linear make_linear(LinearData& d, const std::string& name, int64_t N, int64_t K, bool fp8, float input_scale,
-                   BiasKind bias, uint32_t seed, WeightCache cache = WeightCache::None) {
+                   BiasKind bias, uint32_t seed, WeightCache cache = WeightCache::None,
+                   W8A16Rounding rounding = W8A16Rounding::Single, bool bf16_scale = false) {
   const std::vector<float> w = normal_floats(std::size_t(N * K), seed, 1.0f / std::sqrt(float(K)));
   LinearWeights lw;
   lw.name = name;
@@ -79,9 +80,11 @@ Linear make_linear(LinearData& d, const std::string& name, int64_t N, int64_t K,
     const float s_w = amax / 448.0f;
     d.codes.resize(w.size());
     for (std::size_t i = 0; i < w.size(); ++i) d.codes[i] = quantize_e4m3_saturating(w[i] / s_w);
-    for (uint8_t c : d.codes) d.exact.push_back(e4m3_to_float(c) * s_w);
+    // bf16_scale: the same codes stored with bf16(s_w) as their scale.
+    const float stored = bf16_scale ? bf16_to_float(float_to_bf16_rne(s_w)) : s_w;
+    for (uint8_t c : d.codes) d.exact.push_back(e4m3_to_float(c) * stored);
     lw.weight = view(name + ".weight", DType::F8_E4M3, {N, K}, d.codes.data(), d.codes.size());
-    lw.weight_scale = s_w;
+    lw.weight_scale = stored;
     lw.input_scale = input_scale;
   } else {
     for (float x : w) d.bf16_weight.push_back(float_to_bf16_rne(x));
@@ -95,7 +98,7 @@ Linear make_linear(LinearData& d, const std::string& name, int64_t N, int64_t K,
     d.bias_f32 = normal_floats(std::size_t(N), seed + 1, 0.1f);
     lw.bias = view(name + ".bias", DType::F32, {N}, d.bias_f32.data(), d.bias_f32.size() * 4);
   }
-  return Linear(std::move(lw), cache);
+  return Linear(std::move(lw), cache, rounding);
 }
 
 // Every element of `gpu` within the bound of the file comment of `cpu`, for
@@ -168,6 +171,34 @@ TEST_F(CudaBackend, W8A16WithTheWeightCacheIsBitIdenticalToTheTransientDecode) {
   EXPECT_EQ(from_gpu<uint16_t>(*y1, std::size_t(M * N)), from_gpu<uint16_t>(*y2, std::size_t(M * N)));
   // The cache was really used: the layer's bf16 copy (2 bytes a weight) was made.
   EXPECT_GE(cuda::allocated_bytes(), before + std::size_t(N * K * 2));
+}
+
+// W8A16Rounding::Diffusers on the GPU: the transient decode and the cache
+// give the bits of a layer whose stored scale is bf16(s_w), as on the CPU
+// (LinearBf16.DiffusersRoundingMultipliesByTheBf16Scale); W8A8 keeps s_w.
+TEST_F(CudaBackend, DiffusersW8A16RoundingDecodesWithTheBf16Scale) {
+  const int64_t M = 64, N = 192, K = 256;
+  LinearData a, b, c, e;
+  const Linear diffusers =
+      make_linear(a, "diffusers", N, K, true, 0.01f, BiasKind::Bf16, 31, WeightCache::None, W8A16Rounding::Diffusers);
+  const Linear cached =
+      make_linear(b, "cached", N, K, true, 0.01f, BiasKind::Bf16, 31, WeightCache::All, W8A16Rounding::Diffusers);
+  const Linear rounded_scale =
+      make_linear(c, "rounded", N, K, true, 0.01f, BiasKind::Bf16, 31, WeightCache::None, W8A16Rounding::Single, true);
+  const Linear single = make_linear(e, "single", N, K, true, 0.01f, BiasKind::Bf16, 31);
+  ASSERT_NE(single.weight_scale(), rounded_scale.weight_scale());
+  const auto dx = on_gpu(normal_bf16(std::size_t(M * K), 32, 1.0f));
+  const auto run = [&](const Linear& l, Precision precision) {
+    auto y = gpu().allocate(std::size_t(M * N) * 2);
+    gpu().linear(std::vector<const Linear*>{&l}, dx->as<uint16_t>(), M, std::vector<uint16_t*>{y->as<uint16_t>()},
+                 precision);
+    return from_gpu<uint16_t>(*y, std::size_t(M * N));
+  };
+  const std::vector<uint16_t> expected = run(rounded_scale, Precision::W8A16);
+  EXPECT_EQ(run(diffusers, Precision::W8A16), expected);
+  EXPECT_EQ(run(cached, Precision::W8A16), expected);
+  EXPECT_NE(run(single, Precision::W8A16), expected);
+  EXPECT_EQ(run(diffusers, Precision::W8A8), run(single, Precision::W8A8));
 }
 
 TEST_F(CudaBackend, DenseLinearsAgreeWithTheCpuAndRefuseFloat32Weights) {

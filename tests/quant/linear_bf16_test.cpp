@@ -39,6 +39,42 @@ TEST(LinearCache, AllAndNoneAreBitIdentical) {
   }
 }
 
+// W8A16Rounding::Diffusers: Ŵ = bf16(bf16(code) · bf16(s_w)). Its W8A16
+// bf16 outputs are those of the same layer whose scale is bf16(s_w), cached
+// or not; float32 activations and W8A8 (alpha = s_x · s_w) are unchanged.
+TEST(LinearBf16, DiffusersRoundingMultipliesByTheBf16Scale) {
+  for (const Shape& s : kShapes) {
+    auto o = make_fp8_linear("rounding", s.N, s.K, uint32_t(3 * s.K + s.N), true);
+    o.weights.weight_scale = 0.0123456f;  // far from a bf16 value: the roundings differ
+    LinearWeights rounded_scale = o.weights;
+    rounded_scale.weight_scale = bf16_to_float(float_to_bf16_rne(*o.weights.weight_scale));
+    ASSERT_NE(*rounded_scale.weight_scale, *o.weights.weight_scale);
+    const Linear single(o.weights), expected(rounded_scale);
+    const Linear diffusers(o.weights, WeightCache::None, W8A16Rounding::Diffusers);
+    const Linear diffusers_cached(o.weights, WeightCache::All, W8A16Rounding::Diffusers);
+    EXPECT_EQ(diffusers.w8a16_bf16_scale(), *rounded_scale.weight_scale);
+    EXPECT_EQ(diffusers.weight_scale(), *o.weights.weight_scale);
+    const auto xf = random_activations(s.M * s.K, uint32_t(s.M + 5));
+    const auto xh = to_bf16(xf);
+    const auto run_bf16 = [&](const Linear& l, Precision mode) {
+      std::vector<uint16_t> y(size_t(s.M * s.N));
+      l.forward(xh.data(), s.M, y.data(), mode);
+      return y;
+    };
+    const auto run_f32 = [&](const Linear& l, Precision mode) {
+      std::vector<float> y(size_t(s.M * s.N));
+      l.forward(xf.data(), s.M, y.data(), mode);
+      return y;
+    };
+    EXPECT_EQ(run_bf16(diffusers, Precision::W8A16), run_bf16(expected, Precision::W8A16)) << "K=" << s.K;
+    EXPECT_EQ(run_bf16(diffusers_cached, Precision::W8A16), run_bf16(expected, Precision::W8A16)) << "K=" << s.K;
+    EXPECT_EQ(run_bf16(diffusers, Precision::W8A8), run_bf16(single, Precision::W8A8));
+    EXPECT_EQ(run_f32(diffusers, Precision::W8A16), run_f32(single, Precision::W8A16));
+    if (s.N * s.K >= 1000)  // enough weights for the two roundings to part somewhere
+      EXPECT_NE(run_bf16(diffusers, Precision::W8A16), run_bf16(single, Precision::W8A16)) << "K=" << s.K;
+  }
+}
+
 TEST(LinearBf16, W8A8CodesComeFromWidenedActivations) {
   const Shape s{5, 9, 45};
   auto o = make_fp8_linear("bf16.w8a8", s.N, s.K, 11, true);

@@ -22,9 +22,6 @@ cmp -s "$tmp/b.safetensors" "$tmp/c.safetensors" || fail "same seed gave differe
 "$bin" generate "${common[@]}" --steps 35 --seed 6 --save-latents "$tmp/d.safetensors" >/dev/null || fail "seed 6"
 cmp -s "$tmp/b.safetensors" "$tmp/d.safetensors" && fail "different seeds gave the same latents"
 
-"$bin" generate "${common[@]}" --steps 35 --seed 5 --weight-cache all --save-latents "$tmp/e.safetensors" >/dev/null ||
-  fail "weight cache all"
-cmp -s "$tmp/b.safetensors" "$tmp/e.safetensors" || fail "--weight-cache all changed the result"
 # bf16 activations: deterministic, said in the JSON, and not the float32 bytes.
 for run in f g; do
   out=$("$bin" generate "${common[@]}" --steps 35 --seed 5 --activations bf16 --json \
@@ -34,6 +31,29 @@ grep -q '"activations": "bf16"' <<<"$out" || fail "json activations: $out"
 grep -qF '"trace": "W8A16x3 / W8A8x29 / W8A16x3"' <<<"$out" || fail "bf16 trace: $out"
 cmp -s "$tmp/f.safetensors" "$tmp/g.safetensors" || fail "--activations bf16 reruns differ"
 cmp -s "$tmp/b.safetensors" "$tmp/f.safetensors" && fail "--activations bf16 gave the float32 latents"
+# The BF16 weight cache serves the W8A16 steps of bf16 activations: the same bytes; with float32 ones it
+# would hold memory unused, refused.
+"$bin" generate "${common[@]}" --steps 35 --seed 5 --activations bf16 --weight-cache all \
+  --save-latents "$tmp/e.safetensors" >/dev/null || fail "weight cache all"
+cmp -s "$tmp/f.safetensors" "$tmp/e.safetensors" || fail "--weight-cache all changed the result"
+expect_error cache_f32 "--weight-cache all applies to the W8A16 steps of bf16 activations only, and --activations is f32" \
+  generate "${common[@]}" --steps 2 --weight-cache all --save-latents "$tmp/x.safetensors"
+# Diffusers' W8A16 rounding (the scale rounded to bf16 first): said in the JSON, another result than the
+# default's, the same with the cache; refused where it changes nothing.
+out=$("$bin" generate "${common[@]}" --steps 35 --seed 5 --activations bf16 --w8a16-rounding diffusers --json \
+      --save-latents "$tmp/r.safetensors") || fail "--w8a16-rounding diffusers"
+grep -q '"w8a16_rounding": "diffusers"' <<<"$out" || fail "json w8a16_rounding: $out"
+cmp -s "$tmp/f.safetensors" "$tmp/r.safetensors" && fail "--w8a16-rounding diffusers changed nothing"
+"$bin" generate "${common[@]}" --steps 35 --seed 5 --activations bf16 --w8a16-rounding diffusers --weight-cache all \
+  --save-latents "$tmp/rc.safetensors" >/dev/null || fail "diffusers rounding with the cache"
+cmp -s "$tmp/r.safetensors" "$tmp/rc.safetensors" || fail "the cache changed the diffusers rounding's result"
+expect_error rounding_f32 "--w8a16-rounding diffusers applies to the W8A16 steps of bf16 activations only" \
+  generate "${common[@]}" --steps 2 --w8a16-rounding diffusers --save-latents "$tmp/x.safetensors"
+expect_error rounding_word "--w8a16-rounding: expected single or diffusers, got 'half'" \
+  generate "${common[@]}" --steps 2 --w8a16-rounding half --save-latents "$tmp/x.safetensors"
+expect_error cache_no_fp8 "has no FP8 Linears (nothing runs W8A16)" generate --model "$g/transformer" \
+  --prompt-ids 1,2 --latent-shape 4,1,6,8 --guidance 1 --steps 1 --activations bf16 --weight-cache all \
+  --save-latents "$tmp/x.safetensors"
 # Without --activations the CPU runs float32 (the GPU's default is bf16: cli.device).
 out=$("$bin" generate "${common[@]}" --steps 2 --seed 5 --json --save-latents "$tmp/h.safetensors") ||
   fail "default activations"
