@@ -168,10 +168,10 @@ class CallbackObserver final : public DenoiseObserver {
 
 // Every number of a request is finite and in a range stepmix can run, checked
 // before anything is allocated; `where` names the source of a default.
-void check_request_values(const GenerateRequest& r, int steps, double guidance, const ModelDirectory& dir) {
-  const std::string defaults = dir.model_index_path.value_or("model_index.json") + ": stepmix.";
-  check_steps_value(steps, "generate", r.steps ? std::string("--steps") : defaults + "num_inference_steps");
-  check_guidance_value(guidance, "generate", r.guidance ? std::string("--guidance") : defaults + "guidance_scale");
+// What the request gives (the model's defaults are checked when read).
+void check_request_values(const GenerateRequest& r) {
+  if (r.steps) check_steps_value(*r.steps, "generate", "--steps");
+  if (r.guidance) check_guidance_value(*r.guidance, "generate", "--guidance");
   check_fps_value(r.fps, "generate", "--fps");
   if (r.flow_shift && !(*r.flow_shift >= sched::kMinFlowShift && *r.flow_shift <= sched::kMaxFlowShift))
     throw Error("generate", "--flow-shift: expected a number in " + sched::flow_shift_range_text() + ", got " +
@@ -275,9 +275,15 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   GeneratePlan p;
   const GeometryRequest geometry{r.latent_shape, r.height, r.width, r.frames};
   p.video = request_frames(geometry, m.dir, m.defaults) > 1;
-  p.steps = r.steps ? *r.steps : default_steps(m.defaults, p.video);
-  p.guidance = r.guidance ? *r.guidance : m.defaults.guidance.value_or(kDefaultGuidance);
-  check_request_values(r, p.steps, p.guidance, m.dir);
+  // What the request gives is checked first (a --steps of 0 is out of range
+  // before it is another count than a distilled build's); the model's
+  // defaults were checked when read.
+  check_request_values(r);
+  const sched::SchedulerConfig scheduler_config = m.scheduler_config(r, p.video);
+  const Sampling sampling = resolve_sampling(scheduler_config, r.steps, r.guidance, default_steps(m.defaults, p.video),
+                                             m.defaults.guidance.value_or(kDefaultGuidance), "generate");
+  p.steps = sampling.steps;
+  p.guidance = sampling.guidance;
   p.policy = resolve_policy(m.dir.config, m.dir.config_path, r.policy);
   check_governed_counts(p.policy, m.transformer.governed_counts(), m.dir.transformer_dir);
   p.plan = plan_steps(p.policy, m.transformer.has_fp8(), p.steps);
@@ -303,7 +309,15 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   }
 
   const bool cfg = p.guidance != 1.0;
-  check_negative_prompt_has_a_pass(r, p.guidance, "generate");
+  // A distilled build runs no unconditional pass: its negative prompt is
+  // ignored with a warning (the Cosmos3 distilled pipeline's rule); elsewhere
+  // a negative prompt without CFG is an error.
+  const bool negative_ignored = sampling.fixed && (r.negative_prompt || r.negative_prompt_ids);
+  if (negative_ignored)
+    p.warnings.push_back("the negative prompt is ignored: " + scheduler_config.source +
+                         " is a distilled build's scheduler, which runs one pass per step (guidance 1)");
+  else
+    check_negative_prompt_has_a_pass(r, p.guidance, "generate");
   const bool uncond_from_text = cfg && !r.negative_prompt_ids;
   if (uncond_from_text && r.prompt_ids && !m.encoder.has_tokenizer()) {
     // Ids only and nothing to tokenize the empty negative prompt with: its
@@ -325,7 +339,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
     p.uncond_rendered_bytes = e.uncond_rendered_bytes;
   }
   if (r.prompt_ids) p.cond_ids = *r.prompt_ids;
-  if (r.negative_prompt_ids) p.uncond_ids = *r.negative_prompt_ids;  // with CFG only (checked above)
+  if (r.negative_prompt_ids && cfg) p.uncond_ids = *r.negative_prompt_ids;  // with CFG only (checked above)
   // Ids beyond the embedding table are refused here, naming where they came
   // from, before the plan is printed (not as a forward input mid-run).
   const int64_t vocab = m.transformer.config().vocab_size;
@@ -343,7 +357,6 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
                            m.sequence);
   p.cfg_batched = m.cfg_batching(p);
 
-  const sched::SchedulerConfig scheduler_config = m.scheduler_config(r, p.video);
   p.notes.insert(p.notes.end(), scheduler_config.notes.begin(), scheduler_config.notes.end());
   auto scheduler = sched::make_scheduler(scheduler_config);
   scheduler->set_timesteps(p.steps);

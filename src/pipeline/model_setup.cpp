@@ -211,6 +211,23 @@ sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const Mod
   return config;
 }
 
+Sampling resolve_sampling(const sched::SchedulerConfig& config, std::optional<int> steps,
+                          std::optional<double> guidance, int default_steps, double default_guidance,
+                          const std::string& component) {
+  const bool fixed =
+      config.kind == sched::SchedulerKind::flow_match_euler && !config.flow_match.explicit_sigmas.empty();
+  if (!fixed) return {steps.value_or(default_steps), guidance.value_or(default_guidance), false};
+  const int n = int(config.flow_match.explicit_sigmas.size());
+  const std::string what = config.source + " is a distilled build's scheduler (fixed_step_sampler_config)";
+  if (steps && *steps != n)
+    throw Error(component, "--steps: " + what + ", which samples its " + std::to_string(n) +
+                               " fixed sigmas: expected " + std::to_string(n) + ", got " + std::to_string(*steps));
+  if (guidance && *guidance != 1.0)
+    throw Error(component, "--guidance: " + what + ", whose guidance is in the weights: expected 1, got " +
+                               Error::number(*guidance));
+  return {n, 1.0, true};
+}
+
 PromptGeometry prompt_geometry_for(const GeometryRequest& r, const std::array<int64_t, 4>& shape,
                                    const ModelDirectory& dir, double fps, std::optional<bool> use_system_prompt) {
   const auto [C, T, H, W] = shape;

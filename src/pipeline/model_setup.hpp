@@ -104,6 +104,20 @@ struct EncodedPrompts {
   std::optional<std::size_t> cond_rendered_bytes, uncond_rendered_bytes;
 };
 
+// Steps and guidance of a run: the request's, else the defaults; but a
+// distilled build's scheduler (FlowMatch Euler with a fixed sigma list,
+// fixed_step_sampler_config) fixes them to the list's length and to 1, its
+// guidance being in the weights (one pass per step): another value asked
+// for is an error tagged `component`.
+struct Sampling {
+  int steps = 0;
+  double guidance = 1.0;
+  bool fixed = false;  // a distilled build's
+};
+Sampling resolve_sampling(const sched::SchedulerConfig& config, std::optional<int> steps,
+                          std::optional<double> guidance, int default_steps, double default_guidance,
+                          const std::string& component);
+
 // The pixel geometry a latent shape {C, T, H, W} stands for (the request's
 // height/width/frames when it gave them).
 PromptGeometry prompt_geometry_for(const GeometryRequest& request, const std::array<int64_t, 4>& latent_shape,

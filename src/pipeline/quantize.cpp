@@ -276,12 +276,10 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
   if (!opt.calib_prompts && !fs::exists(prompts_file))
     throw Error("quantize", "--calib-prompts FILE is required (" + prompts_file + " does not exist)");
   c.seeds = opt.calib_seeds;
-  c.steps = r.steps ? *r.steps : defaults.steps.value_or(kCalibrationSteps);
-  c.guidance = r.guidance ? *r.guidance : defaults.guidance.value_or(kCalibrationGuidance);
   if (c.seeds < 1 || c.seeds > 10000)
     throw Error("quantize", "--calib-seeds: expected an integer in [1, 10000], got " + std::to_string(c.seeds));
-  check_steps_value(c.steps, "quantize", "--steps");
-  check_guidance_value(c.guidance, "quantize", "--guidance");
+  if (r.steps) check_steps_value(*r.steps, "quantize", "--steps");
+  if (r.guidance) check_guidance_value(*r.guidance, "quantize", "--guidance");
   c.fps = r.fps;
   c.scheduler_config = r.scheduler_config;
   const Cosmos3Config transformer_config = parse_cosmos3_config(dir.config, dir.config_path).config;
@@ -289,6 +287,12 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
   const GeometryRequest geometry{r.latent_shape, r.height, r.width, r.frames};
   c.latent_shape = latent_shape_for(geometry, dir, channels, defaults);
   c.video = request_frames(geometry, dir, defaults) > 1;
+  // A distilled build's scheduler fixes the steps and the guidance, as for generate.
+  const Sampling sampling = resolve_sampling(
+      scheduler_config_for({c.scheduler_config, std::nullopt, std::nullopt}, dir, c.video), r.steps, r.guidance,
+      defaults.steps.value_or(kCalibrationSteps), defaults.guidance.value_or(kCalibrationGuidance), "quantize");
+  c.steps = sampling.steps;
+  c.guidance = sampling.guidance;
   const PromptGeometry prompt_geometry = prompt_geometry_for(geometry, c.latent_shape, dir, r.fps, r.use_system_prompt);
   const bool cfg = c.guidance != 1.0;
   check_negative_prompt_has_a_pass(r, c.guidance, "quantize");

@@ -283,9 +283,21 @@ expect_ok distilled_seed "trace:" generate -m "$tmp/distilled" -p boot --steps 4
   --save-latents "$o/dc.safetensors"
 cmp -s "$o/da.safetensors" "$o/db.safetensors" || fail "distilled: the same seed gave different latents"
 cmp -s "$o/da.safetensors" "$o/dc.safetensors" && fail "distilled: two seeds gave the same latent"
-expect_rejected distilled_steps "--steps" "expected 4 steps (--steps), got 8" generate -m "$tmp/distilled" -p boot \
-  --steps 8 -o "$o/x.png"
+expect_rejected distilled_steps "--steps" "distilled build's scheduler (fixed_step_sampler_config), which samples its 4 fixed sigmas: expected 4, got 8" \
+  generate -m "$tmp/distilled" -p boot --steps 8 -o "$o/x.png"
 [[ -e $o/x.png ]] && fail "distilled_steps: wrote $o/x.png"
+# Its steps and guidance are fixed (4, and 1: the guidance is in the weights, one pass per step), whatever the
+# model's defaults say (8 steps, guidance 3 here); a negative prompt is ignored with a warning.
+out=$("$bin" generate -m "$tmp/distilled" -p boot -s 3 --json --save-latents "$o/dd.safetensors" 2>"$tmp/err") ||
+  fail "distilled defaults: $(cat "$tmp/err")"
+grep -q '"steps": 4' <<<"$out" && grep -q '"guidance": 1.0' <<<"$out" && grep -q '"transformer_calls": 4' <<<"$out" ||
+  fail "distilled defaults: $out"
+cmp -s "$o/da.safetensors" "$o/dd.safetensors" || fail "distilled: --steps 4 and the default differ"
+expect_rejected distilled_guidance "--guidance" "whose guidance is in the weights: expected 1, got 3" \
+  generate -m "$tmp/distilled" -p boot --guidance 3 -o "$o/x.png"
+expect_ok distilled_negative "trace:" generate -m "$tmp/distilled" -p boot -n sandal -s 3 --save-latents "$o/dn.safetensors"
+grep -qF "warning: the negative prompt is ignored:" "$tmp/err" || fail "distilled_negative: no warning: $(cat "$tmp/err")"
+cmp -s "$o/da.safetensors" "$o/dn.safetensors" || fail "distilled: the ignored negative prompt changed the latent"
 
 # A checkpoint file asking for Karras sigmas with a shift runs as the pipeline does: Karras off, said.
 expect_ok karras_off "trace:" generate -m "$tmp/karras" -p boot -o "$o/karras.png"
