@@ -212,6 +212,12 @@ inline constexpr int kMaxSteps = 10000;
 // W8A8 everywhere, reasoner included. Throws when num_steps is outside
 // [1, kMaxSteps].
 StepPlan plan_steps(const ResolvedPolicy& policy, bool checkpoint_has_fp8, int num_steps);
+// The same per tower (§11: a token names what the tower's governed Linears
+// run): a tower without serialised FP8 Linears runs BF16 while the other
+// holds some, which only a run with the schedule off (or, for the reasoner,
+// reasoner "native") can have; an enabled schedule whose generation tower has
+// no FP8 Linear is an error, as check_governed_counts says.
+StepPlan plan_steps(const ResolvedPolicy& policy, const GovernedCounts& counts, int num_steps);
 
 // Run-length summary in loop order, e.g. "W8A16x3 / W8A8x29 / W8A16x3"
 // (empty string for no iterations).

@@ -80,7 +80,7 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
   // The same number of steps generate would run for this model.
   const int steps = steps_option ? *steps_option : default_steps(defaults, request_frames({}, dir, defaults) > 1);
   check_steps_value(steps, "inspect", "--steps");
-  const StepPlan plan = plan_steps(policy, governed.has_fp8(), steps);
+  const StepPlan plan = plan_steps(policy, governed.counts, steps);
 
   InspectReport report;
   report.warnings = policy.warnings;

@@ -286,7 +286,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   p.guidance = sampling.guidance;
   p.policy = resolve_policy(m.dir.config, m.dir.config_path, r.policy);
   check_governed_counts(p.policy, m.transformer.governed_counts(), m.dir.transformer_dir);
-  p.plan = plan_steps(p.policy, m.transformer.has_fp8(), p.steps);
+  p.plan = plan_steps(p.policy, m.transformer.governed_counts(), p.steps);
   m.transformer.require_runnable(p.plan);  // a Linear the device cannot run at a step's precision
   p.log_line = mixed_precision_log_line(p.policy, p.plan);
 

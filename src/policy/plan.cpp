@@ -66,6 +66,17 @@ StepPlan plan_steps(const ResolvedPolicy& policy, bool checkpoint_has_fp8, int n
   return plan;
 }
 
+StepPlan plan_steps(const ResolvedPolicy& policy, const GovernedCounts& counts, int num_steps) {
+  const bool generation_fp8 = counts.generation_fp8 > 0, reasoner_fp8 = counts.reasoner_fp8 > 0;
+  if (policy.enabled && !generation_fp8 && reasoner_fp8)
+    fail_argument("mixed_precision source=" + policy.source +
+                  " is on, but the generation tower holds no serialised FP8 Linears to schedule");
+  StepPlan plan = plan_steps(policy, generation_fp8 || reasoner_fp8, num_steps);
+  if (!generation_fp8) plan.generation.assign(std::size_t(num_steps), Precision::BF16);
+  if (!reasoner_fp8) plan.reasoner = Precision::BF16;
+  return plan;
+}
+
 std::string trace_string(const std::vector<Precision>& trace) {
   std::string summary;
   std::size_t run_start = 0;

@@ -179,5 +179,41 @@ TEST(Trace, LogLineNamesSourceReasonerAndGeneration) {
             "mixed_precision source=disabled reasoner=W8A8 generation=W8A8x35");
 }
 
+// §11: a token names what a tower's governed Linears run. A tower without
+// serialised FP8 Linears runs BF16 beside an FP8 one (schedule off, or a
+// reasoner run native); with the schedule on, a generation tower without FP8
+// is refused.
+TEST(PlanPerTower, ATowerWithoutFp8LinearsRunsBf16) {
+  ResolvedPolicy off;
+  off.source = "disabled";
+  GovernedCounts dense_generation;
+  dense_generation.generation_dense = 42;
+  dense_generation.reasoner_fp8 = 28;
+  StepPlan plan = plan_steps(off, dense_generation, 4);
+  EXPECT_EQ(trace_string(plan.generation), "BF16x4");
+  EXPECT_EQ(plan.reasoner, Precision::W8A8);
+  EXPECT_EQ(mixed_precision_log_line(off, plan), "mixed_precision source=disabled reasoner=W8A8 generation=BF16x4");
+  error_message([&] { plan_steps(schedule_on(3, 3), dense_generation, 8); },
+                {"is on, but the generation tower holds no serialised FP8 Linears"});
+
+  GovernedCounts dense_reasoner;
+  dense_reasoner.generation_fp8 = 42;
+  dense_reasoner.reasoner_dense = 28;
+  plan = plan_steps(schedule_on(3, 3, TowerMode::A16, TowerMode::Native), dense_reasoner, 8);
+  EXPECT_EQ(trace_string(plan.generation), "W8A16x3 / W8A8x2 / W8A16x3");
+  EXPECT_EQ(plan.reasoner, Precision::BF16);
+  plan = plan_steps(off, dense_reasoner, 2);
+  EXPECT_EQ(trace_string(plan.generation), "W8A8x2");
+  EXPECT_EQ(plan.reasoner, Precision::BF16);
+
+  // Both towers FP8 (or both dense): what the checkpoint-wide plan gives.
+  GovernedCounts both;
+  both.generation_fp8 = 42;
+  both.reasoner_fp8 = 28;
+  EXPECT_EQ(trace_string(plan_steps(schedule_on(3, 3), both, 8).generation),
+            trace_string(plan_steps(schedule_on(3, 3), true, 8).generation));
+  EXPECT_EQ(trace_string(plan_steps(off, GovernedCounts{}, 3).generation), "BF16x3");
+}
+
 }  // namespace
 }  // namespace stepmix::test
