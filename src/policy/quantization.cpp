@@ -208,10 +208,16 @@ void require_weights_match_quantization(const QuantizationInfo& quant, const std
 
 std::vector<std::string> root_quant_config_warnings(const json& hf_quant_config, const std::string& path) {
   std::vector<std::string> warnings;
-  if (hf_quant_config.is_object() && hf_quant_config.contains("runtime")) {
-    warnings.push_back(policy_detail::warning(
-        path, "runtime", "ignored: the step policy is read from transformer/config.json only"));
-  }
+  if (!hf_quant_config.is_object()) return warnings;
+  const auto warn_if_runtime = [&](const json& object, const std::string& field) {
+    if (object.contains("runtime"))
+      warnings.push_back(
+          policy_detail::warning(path, field, "ignored: the step policy is read from transformer/config.json only"));
+  };
+  warn_if_runtime(hf_quant_config, "runtime");
+  // ModelOpt's own layout nests the fields under "quantization" (the loader reads them there too).
+  if (hf_quant_config.contains("quantization") && hf_quant_config["quantization"].is_object())
+    warn_if_runtime(hf_quant_config["quantization"], "quantization.runtime");
   return warnings;
 }
 

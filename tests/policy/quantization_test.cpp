@@ -169,6 +169,11 @@ TEST(Quantization, RootQuantConfigRuntimeIsIgnoredWithAWarning) {
   const auto warnings = root_quant_config_warnings(with_runtime, root);
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find(root + ": runtime: ignored"), std::string::npos);
+  // ModelOpt's own layout, the fields under "quantization": warned there too.
+  const json nested = {{"producer", {{"name", "modelopt"}}}, {"quantization", with_runtime}};
+  const auto nested_warnings = root_quant_config_warnings(nested, root);
+  ASSERT_EQ(nested_warnings.size(), 1u);
+  EXPECT_NE(nested_warnings[0].find(root + ": quantization.runtime: ignored"), std::string::npos) << nested_warnings[0];
 }
 
 }  // namespace
