@@ -65,7 +65,7 @@ GenerationOutputs::GenerationOutputs(const Model& model, const GeneratePlan& pla
   m.options = model.options();
   for (const std::string& f : model.weight_files()) m.set.add_input("the checkpoint's", f);
   m.set.add_input("--model", model.info().path);
-  for (const std::string& f : inputs) m.set.add_input("input", f);
+  for (const std::string& f : inputs) m.set.add_input("file", f);
   // What the paths are is checked first (a FIFO or a folder is refused as
   // such), then what their extensions ask for. A character device (/dev/null)
   // takes the option's format whatever its name.

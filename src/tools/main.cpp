@@ -33,6 +33,22 @@ const char* empty_assigned_option(int argc, char** argv) {
   return nullptr;
 }
 
+// "(see stepmix generate --help)": the help of the command the words name,
+// followed from argv as far as they are subcommands (stepmix vae decode).
+std::string help_hint(CLI::App& app, int argc, char** argv) {
+  std::string words = "stepmix";
+  CLI::App* command = &app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    const auto named = command->get_subcommands([&](CLI::App* s) { return s->get_name() == word; });
+    if (named.empty()) break;
+    CLI::App* sub = named.front();
+    command = sub;
+    words += " " + command->get_name();
+  }
+  return "(see " + words + " --help)";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,7 +70,7 @@ int main(int argc, char** argv) {
   stepmix::cli::require_decimal_numbers(app);
   if (const char* opt = empty_assigned_option(argc, argv)) {
     const std::string name(opt, std::string(opt).size() - 1);
-    std::fprintf(stderr, "stepmix: %s: empty value (see stepmix --help)\n", one_line(name).c_str());
+    std::fprintf(stderr, "stepmix: %s: empty value %s\n", one_line(name).c_str(), help_hint(app, argc, argv).c_str());
     return 2;
   }
   try {
@@ -68,11 +84,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // A first word that is no command is no "missing subcommand".
     if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-')
-      std::fprintf(stderr, "stepmix: unknown command '%s' (expected inspect, generate, forward, quantize, compare, "
-                           "bench, tokenize or prompt; see stepmix --help)\n",
+      std::fprintf(stderr,
+                   "stepmix: unknown command '%s' (expected inspect, generate, forward, quantize, compare, "
+                   "bench, vae, tokenize or prompt; see stepmix --help)\n",
                    one_line(argv[1]).c_str());
     else
-      std::fprintf(stderr, "stepmix: %s (see stepmix --help)\n", one_line(e.what()).c_str());
+      std::fprintf(stderr, "stepmix: %s %s\n", one_line(e.what()).c_str(), help_hint(app, argc, argv).c_str());
     return 2;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "stepmix: [memory] out of memory: the request needs more than this machine can give "

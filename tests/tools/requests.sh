@@ -41,6 +41,9 @@ gen fps_image "--fps" "an image (--frames 1) has no frame rate" "${small[@]}" "$
 nothing_written "option values"
 expect_rejected inspect_steps_huge "--steps" "expected an integer in [1, 10000], got 100000000" inspect "$fp8" --steps 100000000
 expect_rejected unknown_command "'generat'" "unknown command" generat --model "$fp8"
+# A parse error points at the help of the command it is about.
+expect_rejected missing_model "--model is required" "(see stepmix generate --help)" generate -p boot
+expect_rejected missing_latent "--latent is required" "(see stepmix vae decode --help)" vae decode --vae "$fp8"
 expect_rejected unknown_option "--sed" "" generate --model "$fp8" "${ids[@]}" --sed 3
 
 # --- non-finite inputs and weights ------------------------------------------
