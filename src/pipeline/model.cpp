@@ -261,8 +261,8 @@ std::vector<int64_t> Model::encode_prompt(const std::string& text, const Generat
   const Impl& m = *impl_;
   const auto shape = latent_shape_for({r.latent_shape, r.height, r.width, r.frames}, m.dir,
                                       m.transformer.config().latent_channel, m.defaults);
-  return m.encoder.encode(text, prompt_geometry_for({r.latent_shape, r.height, r.width, r.frames}, shape, m.dir, r.fps,
-                                                    r.use_system_prompt));
+  return m.encoder.encode(text, prompt_geometry_for({r.latent_shape, r.height, r.width, r.frames}, shape, m.dir,
+                                                    m.defaults, r.fps, r.use_system_prompt));
 }
 
 GeneratePlan Model::plan(const GenerateRequest& r) const {
@@ -332,7 +332,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   } else if (r.prompt || uncond_from_text) {
     const EncodedPrompts e = m.encoder.encode_pair(
         r.prompt_ids ? std::nullopt : r.prompt, r.negative_prompt.value_or(""), uncond_from_text,
-        prompt_geometry_for(geometry, p.latent_shape, m.dir, r.fps, r.use_system_prompt), &p.warnings);
+        prompt_geometry_for(geometry, p.latent_shape, m.dir, m.defaults, r.fps, r.use_system_prompt), &p.warnings);
     p.cond_ids = e.cond;
     p.uncond_ids = e.uncond;
     p.cond_rendered_bytes = e.cond_rendered_bytes;

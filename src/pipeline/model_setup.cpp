@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <sstream>
 
+#include "pipeline/vae_stage.hpp"
 #include "stepmix/error.hpp"
+#include "vae/config.hpp"
 
 namespace stepmix {
 namespace fs = std::filesystem;
@@ -18,6 +20,11 @@ ModelDefaults read_model_defaults(const ModelDirectory& dir) {
       throw Error("config", dir.model_index_path.value_or("model_index.json") +
                                 ": use_native_flow_schedule: expected true or false, got " + v.dump());
     d.native_flow_schedule = v.get<bool>();
+  }
+  if (const auto vae = vae_folder_of(dir)) {
+    const vae::VaeConfig config = vae::read_vae_config((fs::path(*vae) / "config.json").string());
+    d.spatial_factor = config.spatial_factor();
+    d.temporal_factor = config.temporal_factor();
   }
   if (!dir.model_index.is_object() || !dir.model_index.contains("stepmix")) return d;
   const json& s = dir.model_index["stepmix"];
@@ -153,14 +160,17 @@ std::array<int64_t, 4> latent_shape_for(const GeometryRequest& r, const ModelDir
   const int width = r.width ? *r.width : defaults.width.value_or(video ? kDefaultVideoWidth : kDefaultImageSize);
   if (height <= 0 || width <= 0) throw Error("generate", "--height and --width: expected positive integers");
   if (is_pixel_space(dir)) return check_size({channels, frames, height, width});
-  if (height % 16 || width % 16) throw Error("generate", "--height and --width must be positive multiples of 16");
-  return check_size({channels, (frames - 1) / 4 + 1, height / 16, width / 16});
+  const int64_t sf = defaults.spatial_factor, tf = defaults.temporal_factor;
+  if (height % sf || width % sf)
+    throw Error("generate", "--height and --width must be positive multiples of " + std::to_string(sf) +
+                                " (the VAE's spatial factor)");
+  return check_size({channels, (frames - 1) / tf + 1, height / sf, width / sf});
 }
 
 int64_t request_frames(const GeometryRequest& r, const ModelDirectory& dir, const ModelDefaults& defaults) {
   if (r.latent_shape) {
     const int64_t T = (*r.latent_shape)[1];
-    return is_pixel_space(dir) ? T : 4 * (T - 1) + 1;
+    return is_pixel_space(dir) ? T : defaults.temporal_factor * (T - 1) + 1;
   }
   return r.frames ? *r.frames : defaults.frames.value_or(kDefaultFrames);
 }
@@ -229,13 +239,15 @@ Sampling resolve_sampling(const sched::SchedulerConfig& config, std::optional<in
 }
 
 PromptGeometry prompt_geometry_for(const GeometryRequest& r, const std::array<int64_t, 4>& shape,
-                                   const ModelDirectory& dir, double fps, std::optional<bool> use_system_prompt) {
+                                   const ModelDirectory& dir, const ModelDefaults& defaults, double fps,
+                                   std::optional<bool> use_system_prompt) {
   const auto [C, T, H, W] = shape;
   PromptGeometry g;
   const bool pixels = is_pixel_space(dir);
-  g.height = r.height ? *r.height : pixels ? H : 16 * H;
-  g.width = r.width ? *r.width : pixels ? W : 16 * W;
-  g.frames = r.frames ? *r.frames : pixels ? T : 4 * (T - 1) + 1;
+  const int64_t sf = defaults.spatial_factor, tf = defaults.temporal_factor;
+  g.height = r.height ? *r.height : pixels ? H : sf * H;
+  g.width = r.width ? *r.width : pixels ? W : sf * W;
+  g.frames = r.frames ? *r.frames : pixels ? T : tf * (T - 1) + 1;
   g.fps = fps;
   g.use_system_prompt = use_system_prompt;
   return g;

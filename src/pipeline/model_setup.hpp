@@ -25,6 +25,10 @@ struct ModelDefaults {
   std::optional<int> height, width, frames, steps;
   std::optional<double> guidance;
   bool native_flow_schedule = false;  // the pipeline's use_native_flow_schedule
+  // Pixels per latent row/column and pixel frames per latent frame after the
+  // first: vae/config.json's (its scale_factor_spatial/_temporal, checked
+  // against its architecture), else Wan2.2's 16 and 4.
+  int64_t spatial_factor = 16, temporal_factor = 4;
 };
 ModelDefaults read_model_defaults(const ModelDirectory& dir);
 
@@ -68,8 +72,9 @@ int64_t request_frames(const GeometryRequest& request, const ModelDirectory& dir
 // Steps when the request gives none: the model's, else 35 for a video and
 // 50 for an image.
 int default_steps(const ModelDefaults& defaults, bool video);
-// {C, T, H, W}. Pixel-space models: T = frames, H/W = pixels. VAE models:
-// 16x spatial and 4x temporal compression. Unset sizes are the model's, else
+// {C, T, H, W}. Pixel-space models: T = frames, H/W = pixels. Latent models:
+// the VAE's spatial and temporal compression (defaults.spatial_factor,
+// temporal_factor). Unset sizes are the model's, else
 // 720 x 1280 for a video and 1024 x 1024 for an image.
 std::array<int64_t, 4> latent_shape_for(const GeometryRequest& request, const ModelDirectory& dir, int64_t channels,
                                         const ModelDefaults& defaults);
@@ -121,7 +126,8 @@ Sampling resolve_sampling(const sched::SchedulerConfig& config, std::optional<in
 // The pixel geometry a latent shape {C, T, H, W} stands for (the request's
 // height/width/frames when it gave them).
 PromptGeometry prompt_geometry_for(const GeometryRequest& request, const std::array<int64_t, 4>& latent_shape,
-                                   const ModelDirectory& dir, double fps, std::optional<bool> use_system_prompt);
+                                   const ModelDirectory& dir, const ModelDefaults& defaults, double fps,
+                                   std::optional<bool> use_system_prompt);
 
 // Prompt texts → understanding ids with the model's tokenizer
 // (text_tokenizer/tokenizer.json, tokenizer/ as fallback), loaded once on

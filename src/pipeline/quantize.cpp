@@ -293,7 +293,8 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
       defaults.steps.value_or(kCalibrationSteps), defaults.guidance.value_or(kCalibrationGuidance), "quantize");
   c.steps = sampling.steps;
   c.guidance = sampling.guidance;
-  const PromptGeometry prompt_geometry = prompt_geometry_for(geometry, c.latent_shape, dir, r.fps, r.use_system_prompt);
+  const PromptGeometry prompt_geometry =
+      prompt_geometry_for(geometry, c.latent_shape, dir, defaults, r.fps, r.use_system_prompt);
   const bool cfg = c.guidance != 1.0;
   check_negative_prompt_has_a_pass(r, c.guidance, "quantize");
   if (cfg && !encoder.has_tokenizer() && !r.negative_prompt_ids)

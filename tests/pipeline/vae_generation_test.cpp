@@ -14,6 +14,7 @@
 #include "io/png.hpp"
 #include "io/safetensors.hpp"
 #include "io/video.hpp"
+#include "pipeline/model_setup.hpp"
 #include "stepmix/model.hpp"
 #include "synthetic_checkpoint.hpp"
 #include "vae/vae.hpp"
@@ -195,6 +196,37 @@ TEST_F(VaeGeneration, WithoutModelDefaultsARequestTakesTheCosmos3Defaults) {
   r.flow_shift.reset();
   p = model.plan(r);
   EXPECT_EQ(model.plan(sampled_exactly(r, p)).flow_shift, 10.0);
+}
+
+// The latent geometry follows the VAE's config (its spatial and temporal
+// factors), not Wan2.2's 16 and 4: a VAE of three levels compresses 8x in
+// space and, with one temporal down-sampling, 2x in time.
+TEST_F(VaeGeneration, TheLatentGeometryIsTheVaesFactors) {
+  const fs::path root = dir_ / "model8";
+  write_synthetic_transformer((root / "transformer").string(), tiny_shape(48), false, 3);
+  fs::create_directories(root / "vae");
+  nlohmann::json config = nlohmann::json::parse(file_bytes(fs::path(kVae) / "config.json"));
+  config["dim_mult"] = {1, 2, 2};
+  config["temperal_downsample"] = {false, true};
+  config["scale_factor_spatial"] = 8;
+  config["scale_factor_temporal"] = 2;
+  std::ofstream(root / "vae" / "config.json") << config.dump();
+  const ModelDirectory dir = ModelDirectory::open(root.string());
+  const ModelDefaults defaults = read_model_defaults(dir);
+  EXPECT_EQ(defaults.spatial_factor, 8);
+  EXPECT_EQ(defaults.temporal_factor, 2);
+  const GeometryRequest request{std::nullopt, 32, 48, 5};
+  const std::array<int64_t, 4> shape = latent_shape_for(request, dir, 48, defaults);
+  EXPECT_EQ(shape, (std::array<int64_t, 4>{48, 3, 4, 6}));
+  const PromptGeometry geometry =
+      prompt_geometry_for({shape, std::nullopt, std::nullopt, std::nullopt}, shape, dir, defaults, 24.0, std::nullopt);
+  EXPECT_EQ(geometry.height, 32);
+  EXPECT_EQ(geometry.width, 48);
+  EXPECT_EQ(geometry.frames, 5);
+  EXPECT_NE(error_of([&] {
+              latent_shape_for({std::nullopt, 36, 48, 5}, dir, 48, defaults);
+            }).find("--height and --width must be positive multiples of 8 (the VAE's spatial factor)"),
+            std::string::npos);
 }
 
 TEST_F(VaeGeneration, RequestsThatCannotWorkAreRefusedBeforeSampling) {
