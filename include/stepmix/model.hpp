@@ -113,6 +113,13 @@ struct GenerateRequest {
   // Cosmos3 checkpoints: the image/video system prompt (unset: the model's
   // default_use_system_prompt, else on).
   std::optional<bool> use_system_prompt;
+  // The latent kept in BF16 between steps, as the Diffusers BF16 pipeline
+  // keeps it, for parity tests: the initial latent and every scheduler result
+  // rounded to BF16 (its arithmetic emulated, docs/schedulers.md), the CFG
+  // combination computed elementwise in BF16. stepmix's own choice (false) is
+  // a float32 latent with only the transformer input rounded. Needs bf16
+  // activations and the CPU.
+  bool bf16_latents = false;
   // Image-to-video (models with vae/, videos only): a PNG, scaled to cover
   // the request's height × width with its aspect ratio kept and
   // centre-cropped, encoded by the VAE into latent frame 0, which is then
@@ -143,6 +150,7 @@ struct GeneratePlan {
   // The two CFG passes of a step run as one forward (ModelOptions::batch_cfg)
   // where the memory check admits it; else one at a time, with a note.
   bool cfg_batched = false;
+  bool bf16_latents = false;  // GenerateRequest::bf16_latents
   // Bytes of the rendered chat texts, when a Cosmos3 prompt was built.
   std::optional<std::size_t> cond_rendered_bytes, uncond_rendered_bytes;
   // Things the user should know about this plan (one line each): notes, and

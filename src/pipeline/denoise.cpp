@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <string>
 #include <functional>
+#include <string>
 
 #include "core/non_finite.hpp"
+#include "core/numerics.hpp"
 
 namespace stepmix {
 namespace {
@@ -183,7 +184,16 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
     }
     check_velocity(v_cond, cond, CfgPass::Conditional);
     if (cfg) check_velocity(v_uncond, uncond, CfgPass::Unconditional);
-    if (cfg) {
+    if (cfg && request.bf16_latents) {
+      // Diffusers' BF16 tensors: every elementwise result rounded, the
+      // guidance scale too, in this order.
+      const auto r = [](float x) { return bf16_to_float(float_to_bf16_rne(x)); };
+      const float g = r(float(request.guidance));
+      for (std::size_t k = 0; k < numel; ++k) {
+        const float u = r(v_uncond[k]);
+        guided[k] = r(u + r(g * r(r(v_cond[k]) - u)));
+      }
+    } else if (cfg) {
       const float g = float(request.guidance);
       for (std::size_t k = 0; k < numel; ++k) guided[k] = v_uncond[k] + g * (v_cond[k] - v_uncond[k]);
     } else {
@@ -211,6 +221,7 @@ DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Schedul
   // host can step is refused here, before the first forward.
   if (const auto reason = scheduler.host_only_reason())
     throw Error("generate", "the scheduler cannot step a latent on the device: " + *reason + "; use --device cpu");
+  if (request.bf16_latents) throw Error("generate", "BF16 latents are kept by the host loop only; use --device cpu");
   const std::size_t numel = setup.numel, bytes = numel * sizeof(float);
   const int64_t n = int64_t(numel);
   const int N = setup.N;

@@ -39,6 +39,10 @@ struct DenoiseRequest {
     return std::any_of(condition_frames.begin(), condition_frames.end(), [](int64_t f) { return f != 0; });
   }
   ActivationDType activations = ActivationDType::F32;
+  // The latent in BF16 between steps (GenerateRequest::bf16_latents): the CFG
+  // combination in BF16 elementwise; the caller rounds the initial latent and
+  // gives the scheduler BF16 arithmetic. The host loop only.
+  bool bf16_latents = false;
   // CFG passes in one batched forward; false runs them one after the other
   // (same results bit for bit; for tests and debugging). A transformer with
   // an activation-code hook always runs them one at a time, since the hook

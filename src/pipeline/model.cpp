@@ -8,10 +8,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "io/checkpoint.hpp"
 #include "core/non_finite.hpp"
+#include "core/numerics.hpp"
 #include "core/thread_pool.hpp"
 #include "io/check_tensors.hpp"
+#include "io/checkpoint.hpp"
 #include "io/safetensors.hpp"
 #include "model/checkpoint_check.hpp"
 #include "model/memory_estimate.hpp"
@@ -107,6 +108,7 @@ struct Model::Impl {
     r.activations = options.activations;
     r.batch_cfg = p.cfg_batched;
     r.condition_frames = p.condition_frames;
+    r.bf16_latents = p.bf16_latents;
     return r;
   }
 
@@ -138,7 +140,7 @@ struct Model::Impl {
   }
 
   sched::SchedulerConfig scheduler_config(const GenerateRequest& r, bool video) const {
-    return scheduler_config_for({r.scheduler_config, r.scheduler, r.flow_shift}, dir, video);
+    return scheduler_config_for({r.scheduler_config, r.scheduler, r.flow_shift, r.bf16_latents}, dir, video);
   }
 };
 
@@ -273,6 +275,13 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
     throw Error("generate", "give --negative-prompt or --negative-prompt-ids, not both");
 
   GeneratePlan p;
+  if (r.bf16_latents && (m.options.activations != ActivationDType::BF16 || m.options.device != Device::Cpu))
+    throw Error("generate",
+                "--bf16-latents reproduces the Diffusers BF16 pipeline on the CPU: it needs "
+                "--activations bf16 and --device cpu (this model runs " +
+                    std::string(activation_dtype_name(m.options.activations)) + " on " +
+                    std::string(device_name(m.options.device)) + ")");
+  p.bf16_latents = r.bf16_latents;
   const GeometryRequest geometry{r.latent_shape, r.height, r.width, r.frames};
   p.video = request_frames(geometry, m.dir, m.defaults) > 1;
   // What the request gives is checked first (a --steps of 0 is out of range
@@ -395,6 +404,8 @@ GenerateResult Model::generate(const GenerateRequest& r, const GenerateCallbacks
     for (int64_t c = 0; c < C; ++c)
       std::copy_n(frame0.begin() + c * H * W, H * W, request.noise.begin() + c * T * H * W);
   }
+  if (p.bf16_latents)  // the initial latent as a BF16 pipeline holds it
+    for (float& x : request.noise) x = bf16_to_float(float_to_bf16_rne(x));
 
   // A GPU run that would not fit is refused before the first step; with
   // batched CFG the forward holds both passes' activations at once.

@@ -204,6 +204,7 @@ sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const Mod
   o.use_karras_sigmas = false;  // the Cosmos3 pipeline's, for either scheduler
   o.native_flow_grid = read_model_defaults(dir).native_flow_schedule;
   o.flow_shift = r.flow_shift;
+  if (r.bf16_latents) o.precision = sched::Precision::bf16_emulation;
   // UniPC's flow_shift is a request value (the runtimes override the file's
   // per request): unset, the mode's default. A FlowMatch file's own shift
   // (a distilled build's 1.0 with its fixed sigmas) stands.

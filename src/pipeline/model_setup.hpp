@@ -83,6 +83,7 @@ struct SchedulerRequest {
   std::optional<std::string> config_file;  // a Diffusers scheduler_config.json
   std::optional<std::string> kind;         // "unipc" or "euler"
   std::optional<double> flow_shift;
+  bool bf16_latents = false;  // the scheduler's arithmetic emulates a BF16 latent
 };
 // The model's scheduler (or config_file, or UniPC when the model has none),
 // Karras forced off as the Cosmos3 pipeline does (docs/schedulers.md §1),

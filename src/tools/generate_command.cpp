@@ -30,6 +30,7 @@ struct GenerateOptions {
   bool no_decode = false;
   int batch_count = 1;
   bool no_system_prompt = false;
+  bool bf16_latents = false;
   bool json_output = false;
   RuntimeOptions runtime;
   PolicyOptions policy;
@@ -131,6 +132,7 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
   GenerateRequest request = opt.request.to_request("generate");
   request.policy = opt.policy.overrides();
   if (opt.no_system_prompt) request.use_system_prompt = false;
+  request.bf16_latents = opt.bf16_latents;
   if (opt.noise_file && opt.seed) throw Error("generate", "give --seed or --noise, not both");
   if (opt.batch_count < 1 || opt.batch_count > 1000)
     throw Error("generate", "--batch-count: expected an integer in [1, 1000], got " + std::to_string(opt.batch_count));
@@ -230,6 +232,7 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
       out["activations"] = std::string(activation_dtype_name(model_options.activations));
       out["weight_cache"] = opt.runtime.weight_cache;
       out["w8a16_rounding"] = opt.runtime.w8a16_rounding;
+      out["bf16_latents"] = plan.bf16_latents;
       out["prompt"] = meta.prompt;
       out["negative_prompt"] = meta.negative_prompt;
       out["prompt_ids"] = plan.cond_ids.size();
@@ -272,6 +275,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-m,--model", opt->model_dir, "Diffusers model directory")->required();
   add_request_options(*cmd, opt->request, kPromptText | kNegativePrompt | kGeometry | kSampling | kScheduler |
                                               kSchedulerConfig | kFps);
+  cmd->add_flag("--bf16-latents", opt->bf16_latents,
+                "Keep the latent in BF16 between steps, as the Diffusers BF16 pipeline does (parity tests; needs "
+                "--activations bf16)");
   cmd->add_flag("--no-system-prompt", opt->no_system_prompt,
                 "Cosmos3 checkpoints: no image/video system prompt (default: model_index.json's "
                 "default_use_system_prompt, else on)");

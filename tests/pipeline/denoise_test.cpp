@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
+#include "core/numerics.hpp"
 #include "io/checkpoint.hpp"
 #include "model/model_test_util.hpp"
 #include "pipeline/noise.hpp"
@@ -246,6 +249,66 @@ TEST(Denoise, ConditionedFrameIsLeftAsItIsAndConditionsTheOthers) {
   DenoiseRequest wrong = a;
   wrong.condition_frames = {1, 0};
   EXPECT_THROW(denoise(f.transformer, *f.scheduler, controller, wrong, f.settings), Error);
+}
+
+// BF16 latents (the Diffusers BF16 pipeline, for parity tests): the CFG
+// combination is BF16 elementwise, u + g·(c − u) with every result and the
+// guidance rounded, and with the scheduler's BF16 emulation every latent the
+// loop holds is BF16; the run stays within the bf16 noise of the float32
+// latent's.
+class StepRecorder : public DenoiseObserver {
+ public:
+  void on_step_end(int, const std::vector<float>& v_cond, const std::vector<float>* v_uncond,
+                   const std::vector<float>& guided, const std::vector<float>& latent) override {
+    cond.push_back(v_cond);
+    uncond.push_back(v_uncond ? *v_uncond : std::vector<float>{});
+    guide.push_back(guided);
+    latents.push_back(latent);
+  }
+  std::vector<std::vector<float>> cond, uncond, guide, latents;
+};
+
+float bf16_round(float x) { return bf16_to_float(float_to_bf16_rne(x)); }
+
+TEST(Denoise, Bf16LatentsCombineInBf16AndKeepEveryLatentBf16) {
+  Fixture f;
+  auto run = [&](bool bf16_latents, StepRecorder& recorder) {
+    sched::SchedulerConfig config = sched::load_scheduler_config(test::golden_path("scheduler/unipc_flowshift10.json"));
+    if (bf16_latents) {
+      sched::SchedulerOverrides o;
+      o.precision = sched::Precision::bf16_emulation;
+      sched::apply_overrides(config, o);
+    }
+    auto scheduler = sched::make_scheduler(config);
+    scheduler->set_timesteps(8);
+    DenoiseRequest r = f.request();
+    r.activations = ActivationDType::BF16;
+    r.bf16_latents = bf16_latents;
+    if (bf16_latents)
+      for (float& x : r.noise) x = bf16_round(x);
+    StepController controller(f.plan(8));
+    return denoise(f.transformer, *scheduler, controller, r, f.settings, &recorder).latent;
+  };
+  StepRecorder bf16, f32;
+  const std::vector<float> out = run(true, bf16), reference = run(false, f32);
+  const float g = bf16_round(3.0f);
+  ASSERT_EQ(bf16.guide.size(), 8u);
+  for (std::size_t i = 0; i < bf16.guide.size(); ++i) {
+    for (std::size_t k = 0; k < bf16.guide[i].size(); ++k) {
+      const float u = bf16_round(bf16.uncond[i][k]), c = bf16_round(bf16.cond[i][k]);
+      ASSERT_EQ(bf16.guide[i][k], bf16_round(u + bf16_round(g * bf16_round(c - u)))) << "step " << i << " " << k;
+    }
+    for (float x : bf16.latents[i]) ASSERT_EQ(x, bf16_round(x)) << "step " << i;
+  }
+  double max_diff = 0, max_ref = 0;
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    max_diff = std::max(max_diff, double(std::fabs(out[k] - reference[k])));
+    max_ref = std::max(max_ref, double(std::fabs(reference[k])));
+  }
+  std::printf("bf16 latents against float32 latents (both bf16 activations): max |diff| / max |ref| = %.3g\n",
+              max_diff / max_ref);
+  EXPECT_GT(max_diff, 0.0);
+  EXPECT_LT(max_diff / max_ref, 5e-2);
 }
 
 }  // namespace

@@ -47,6 +47,18 @@ cmp -s "$tmp/f.safetensors" "$tmp/r.safetensors" && fail "--w8a16-rounding diffu
 "$bin" generate "${common[@]}" --steps 35 --seed 5 --activations bf16 --w8a16-rounding diffusers --weight-cache all \
   --save-latents "$tmp/rc.safetensors" >/dev/null || fail "diffusers rounding with the cache"
 cmp -s "$tmp/r.safetensors" "$tmp/rc.safetensors" || fail "the cache changed the diffusers rounding's result"
+# BF16 latents (Diffusers' BF16 pipeline): said in the JSON, deterministic, not the float32 latent's bytes.
+for run in l1 l2; do
+  out=$("$bin" generate "${common[@]}" --steps 8 --seed 5 --activations bf16 --bf16-latents --json \
+        --save-latents "$tmp/$run.safetensors") || fail "--bf16-latents"
+done
+grep -q '"bf16_latents": true' <<<"$out" || fail "json bf16_latents: $out"
+cmp -s "$tmp/l1.safetensors" "$tmp/l2.safetensors" || fail "--bf16-latents reruns differ"
+"$bin" generate "${common[@]}" --steps 8 --seed 5 --activations bf16 --save-latents "$tmp/l0.safetensors" >/dev/null ||
+  fail "bf16 activations, 8 steps"
+cmp -s "$tmp/l0.safetensors" "$tmp/l1.safetensors" && fail "--bf16-latents changed nothing"
+expect_error bf16_latents_f32 "--bf16-latents reproduces the Diffusers BF16 pipeline on the CPU: it needs --activations bf16" \
+  generate "${common[@]}" --steps 2 --bf16-latents --save-latents "$tmp/x.safetensors"
 expect_error rounding_f32 "--w8a16-rounding diffusers applies to the W8A16 steps of bf16 activations only" \
   generate "${common[@]}" --steps 2 --w8a16-rounding diffusers --save-latents "$tmp/x.safetensors"
 expect_error rounding_word "--w8a16-rounding: expected single or diffusers, got 'half'" \
