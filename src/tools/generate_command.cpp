@@ -157,6 +157,8 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
     throw Error("generate",
                 "--fps: an image (--frames 1) has no frame rate, so it would be ignored; it "
                 "applies to videos (--frames 2 or more)");
+  if (opt.no_decode && !plan.decodes)
+    throw Error("generate", "--no-decode: " + opt.model_dir + " has no vae/, so nothing would be decoded; drop it");
   for (const auto& note : plan.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   for (const auto& w : plan.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (opt.noise_file) request.noise = read_noise_file(*opt.noise_file, plan.latent_shape);

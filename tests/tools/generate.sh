@@ -57,6 +57,8 @@ cmp -s "$tmp/l1.safetensors" "$tmp/l2.safetensors" || fail "--bf16-latents rerun
 "$bin" generate "${common[@]}" --steps 8 --seed 5 --activations bf16 --save-latents "$tmp/l0.safetensors" >/dev/null ||
   fail "bf16 activations, 8 steps"
 cmp -s "$tmp/l0.safetensors" "$tmp/l1.safetensors" && fail "--bf16-latents changed nothing"
+expect_error no_decode_without_vae "--no-decode: $g/transformer-fp8 has no vae/, so nothing would be decoded" \
+  generate "${common[@]}" --steps 2 --no-decode --save-latents "$tmp/x.safetensors"
 expect_error bf16_latents_f32 "--bf16-latents reproduces the Diffusers BF16 pipeline on the CPU: it needs --activations bf16" \
   generate "${common[@]}" --steps 2 --bf16-latents --save-latents "$tmp/x.safetensors"
 expect_error rounding_f32 "--w8a16-rounding diffusers applies to the W8A16 steps of bf16 activations only" \
