@@ -56,6 +56,11 @@ struct ModelOptions {
   bool check_tensors = false;
 };
 
+// The options a BF16 reference checkpoint (bench and compare --reference)
+// opens with beside an FP8 model's: the same, less what only FP8 Linears
+// take (the weight cache, the W8A16 rounding), which it would refuse.
+ModelOptions reference_options(ModelOptions options);
+
 // Built-in defaults of a request (those of the Cosmos3 runtimes), used when
 // neither the request nor the model's model_index.json ("stepmix":
 // {"num_frames", "num_inference_steps", ...}) says. A request is an image iff

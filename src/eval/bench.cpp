@@ -176,6 +176,8 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   GenerateRequest request = opt.request;
   if (!request.prompt && !request.prompt_ids) request.prompt = "a photo of a coat";
   const GeneratePlan base = model.plan(request);
+  for (const std::string& note : base.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  for (const std::string& w : base.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const int steps = base.steps;
   const double guidance = base.guidance;
   request = sampled_exactly(request, base);
@@ -183,7 +185,7 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   std::optional<Model> reference;
   std::vector<ModeToRun> modes;
   if (opt.reference_dir) {
-    reference.emplace(Model::open(*opt.reference_dir, opt.runtime));
+    reference.emplace(Model::open(*opt.reference_dir, reference_options(opt.runtime)));
     if (reference->info().has_fp8)
       throw Error("bench", "--reference " + *opt.reference_dir + " is not a BF16 checkpoint");
     modes.push_back({"bf16", &*reference, {}});

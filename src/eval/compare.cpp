@@ -189,6 +189,9 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
   request.prompt.reset();
   request.prompt_ids = setup.prompts.front().ids;
   const GeneratePlan base = model.plan(request);
+  for (const std::string& note : base.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  for (const std::string& w : base.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  for (const std::string& w : base.warnings) setup.notes.push_back("warning: " + w);
   setup.steps = base.steps;
   setup.guidance = base.guidance;
   setup.latent_shape = base.latent_shape;
@@ -204,7 +207,7 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
   const PolicyOverrides all_a16{MixedPrecisionMode::Fp8, base.steps, 0, TowerMode::A16, std::nullopt};
   std::vector<PreparedMode> modes;
   if (opt.reference_dir) {
-    reference.emplace(Model::open(*opt.reference_dir, opt.runtime));
+    reference.emplace(Model::open(*opt.reference_dir, reference_options(opt.runtime)));
     if (reference->info().has_fp8)
       throw Error("compare",
                   "--reference " + *opt.reference_dir + " holds FP8 Linears; the reference must be a BF16 checkpoint");

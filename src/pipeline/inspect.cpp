@@ -70,16 +70,19 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
   // The rest of what a run refuses at load: the sequence settings, the
   // scheduler, the VAE's config and tensors, the tokenizer and the defaults.
   (void)read_sequence_settings(dir.config, dir.config_path);
-  (void)scheduler_config_for({}, dir, false);
   // The VAE's config and tensor headers, and its channels against the
   // transformer's (weights checked and sized, not read).
   if (const auto vae_folder = vae_folder_of(dir))
     (void)VaeStage(*vae_folder, checked.config.latent_channel, ActivationDType::F32, Device::Cpu);
   if (dir.tokenizer_path) (void)text::PromptModel::open(dir.root);
   const ModelDefaults defaults = read_model_defaults(dir);
-  // The same number of steps generate would run for this model.
-  const int steps = steps_option ? *steps_option : default_steps(defaults, request_frames({}, dir, defaults) > 1);
-  check_steps_value(steps, "inspect", "--steps");
+  // The same number of steps generate runs for this model's default request
+  // (a distilled build's scheduler fixes them).
+  if (steps_option) check_steps_value(*steps_option, "inspect", "--steps");
+  const bool video = request_frames({}, dir, defaults) > 1;
+  const int steps = resolve_sampling(scheduler_config_for({}, dir, video), steps_option, std::nullopt,
+                                     default_steps(defaults, video), 1.0, "inspect")
+                        .steps;
   const StepPlan plan = plan_steps(policy, governed.counts, steps);
 
   InspectReport report;

@@ -227,6 +227,12 @@ void check_bf16_weight_options(const ModelOptions& o, const std::string& path, s
 
 }  // namespace
 
+ModelOptions reference_options(ModelOptions options) {
+  options.weight_cache = WeightCache::None;
+  options.w8a16_rounding = W8A16Rounding::Single;
+  return options;
+}
+
 Model Model::open(const std::string& path, const ModelOptions& options) {
   ThreadPool::configured_size();  // STEPMIX_THREADS is checked on every device
   check_bf16_weight_options(options, path, std::nullopt);
@@ -251,6 +257,7 @@ Model Model::open(const std::string& path, const ModelOptions& options) {
   info.warnings.insert(info.warnings.end(), policy.warnings.begin(), policy.warnings.end());
   info.default_height = impl->defaults.height;
   info.default_width = impl->defaults.width;
+  info.default_frames = impl->defaults.frames;
   info.default_steps = impl->defaults.steps;
   info.default_guidance = impl->defaults.guidance;
   return Model(std::move(impl));

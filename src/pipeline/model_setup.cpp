@@ -206,14 +206,17 @@ sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const Mod
   o.flow_shift = r.flow_shift;
   if (r.bf16_latents) o.precision = sched::Precision::bf16_emulation;
   // UniPC's flow_shift is a request value (the runtimes override the file's
-  // per request): unset, the mode's default. A FlowMatch file's own shift
-  // (a distilled build's 1.0 with its fixed sigmas) stands.
-  if (!o.flow_shift && config.kind == sched::SchedulerKind::unipc_multistep) {
+  // per request): unset, the mode's default whenever UniPC runs. FlowMatch
+  // Euler keeps the file's shift (a distilled build's 1.0 with its fixed
+  // sigmas; a UniPC file's flow_shift under --scheduler euler).
+  if (!o.flow_shift && o.kind.value_or(config.kind) == sched::SchedulerKind::unipc_multistep) {
     const double shift = video ? kDefaultVideoFlowShift : kDefaultImageFlowShift;
-    if (config.unipc.flow_shift != shift) {
+    const double file_shift =
+        config.kind == sched::SchedulerKind::unipc_multistep ? config.unipc.flow_shift : config.flow_match.shift;
+    if (file_shift != shift) {
       std::ostringstream note;
       note << "flow_shift " << shift << " (the " << (video ? "video" : "image") << " default; " << config.source
-           << " has " << config.unipc.flow_shift << "): --flow-shift sets it";
+           << " has " << file_shift << "): --flow-shift sets it";
       config.notes.push_back(note.str());
     }
     o.flow_shift = shift;

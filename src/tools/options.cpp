@@ -163,12 +163,17 @@ PolicyOverrides PolicyOptions::overrides() const {
   o.mode = parse_mixed_precision_mode(mixed_precision);
   // Any count at least the number of steps makes the same plan: a larger one
   // than an int holds is taken as INT_MAX, as in a checkpoint.
-  const auto saturated = [](std::optional<int64_t> count) -> std::optional<int> {
+  // Negative ones are refused with the value given (an int64 below INT_MIN
+  // would wrap to another number).
+  const auto saturated = [](std::optional<int64_t> count, const char* field) -> std::optional<int> {
     if (!count) return std::nullopt;
+    if (*count < 0)
+      throw Error("policy",
+                  std::string("override ") + field + ": expected an integer >= 0, got " + std::to_string(*count));
     return int(std::min<int64_t>(*count, INT_MAX));
   };
-  o.first_steps = saturated(first_steps);
-  o.last_steps = saturated(last_steps);
+  o.first_steps = saturated(first_steps, "first_steps");
+  o.last_steps = saturated(last_steps, "last_steps");
   if (reasoner) o.reasoner = parse_reasoner_mode(*reasoner);
   if (overlap) o.overlap = parse_overlap_mode(*overlap);
   return o;

@@ -85,6 +85,15 @@ struct Sampler {
   SequenceSettings settings;
 };
 
+TEST(EmbeddedModel, ItsDefaultsAreAnImageOf28x28In8Steps) {
+  const Model model = Model::open(kFp8);
+  EXPECT_EQ(model.info().default_frames, 1);
+  EXPECT_EQ(model.info().default_height, 28);
+  EXPECT_EQ(model.info().default_width, 28);
+  EXPECT_EQ(model.info().default_steps, 8);
+  EXPECT_EQ(model.info().default_guidance, 3.0);
+}
+
 TEST(EmbeddedModel, GenerationIsDeterministic) {
   Sampler fp8(kFp8);
   EXPECT_EQ(fp8.sample("ankle boot", 0), fp8.sample("ankle boot", 0));

@@ -43,6 +43,10 @@ grep -q "^bf16 .*BF16x8" <<<"$out" || fail "bf16 model table: $out"
 grep -qF '"activations": "bf16"' "$tmp/bf16.json" || fail "bench.json lacks the activation dtype"
 grep -q '"weight_cache_bytes": [1-9]' "$tmp/bf16.json" || fail "--weight-cache all: no cache bytes reported"
 
+# A BF16 --reference opens without the options only FP8 Linears take.
+"$bin" bench "${common[@]}" --repeat 1 --activations bf16 --weight-cache all --w8a16-rounding diffusers \
+  --reference "$g/transformer" >"$tmp/ref.txt" 2>"$tmp/err" || fail "bench --reference with --weight-cache all: $(cat "$tmp/err")"
+grep -q '^ *bf16 ' "$tmp/ref.txt" || fail "bench --reference: no bf16 row: $(cat "$tmp/ref.txt")"
 expect_error repeat "--repeat: expected an integer in [1, 1000], got 0" bench "${common[@]}" --repeat 0
 expect_error steps "--steps: expected an integer in [1, 10000], got 0" bench "${common[@]}" --steps 0
 expect_error fp8_reference "is not a BF16 checkpoint" bench "${common[@]}" --reference "$g/transformer-fp8"

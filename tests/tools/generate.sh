@@ -57,6 +57,13 @@ cmp -s "$tmp/l1.safetensors" "$tmp/l2.safetensors" || fail "--bf16-latents rerun
 "$bin" generate "${common[@]}" --steps 8 --seed 5 --activations bf16 --save-latents "$tmp/l0.safetensors" >/dev/null ||
   fail "bf16 activations, 8 steps"
 cmp -s "$tmp/l0.safetensors" "$tmp/l1.safetensors" && fail "--bf16-latents changed nothing"
+# UniPC's flow shift is the request's mode default whenever UniPC runs, also over a FlowMatch file.
+out=$("$bin" generate --model "$g/transformer-fp8" --prompt-ids 1,2 --guidance 1 --steps 2 --latent-shape 4,2,6,8 \
+      --scheduler-config "$g/scheduler/flowmatch_euler_shift3.json" --scheduler unipc --json \
+      --save-latents "$tmp/x.safetensors" 2>"$tmp/err") || fail "--scheduler unipc over FlowMatch: $(cat "$tmp/err")"
+grep -q '"flow_shift": 10.0' <<<"$out" || fail "--scheduler unipc over FlowMatch: not the video default: $out"
+grep -qF "flow_shift 10 (the video default;" "$tmp/err" || fail "--scheduler unipc over FlowMatch: no note: $(cat "$tmp/err")"
+rm -f "$tmp/x.safetensors"
 expect_error no_decode_without_vae "--no-decode: $g/transformer-fp8 has no vae/, so nothing would be decoded" \
   generate "${common[@]}" --steps 2 --no-decode --save-latents "$tmp/x.safetensors"
 expect_error bf16_latents_f32 "--bf16-latents reproduces the Diffusers BF16 pipeline on the CPU: it needs --activations bf16" \

@@ -54,6 +54,9 @@ expect_error force_bf16 "" inspect "$bf16" --mixed-precision fp8
 expect_error none_with_override "" inspect "$fp8" --mixed-precision none --first-steps 2
 expect_error bad_mode "" inspect "$fp8" --mixed-precision maybe
 expect_error negative_count "" inspect "$fp8" --first-steps -1
+# A negative count is refused with the value given, also one an int cannot hold.
+expect_error negative_huge_count "override first_steps: expected an integer >= 0, got -4294967295" inspect "$fp8" \
+  --mixed-precision fp8 --first-steps -4294967295
 # A count larger than any run is legal: every step W8A16.
 expect_ok huge_count "trace: W8A16x10" inspect "$fp8" --steps 10 --first-steps 99999999999
 d=$(edited_copy huge_count 'p["last_steps"]["count"] = 2**64 - 1')

@@ -298,6 +298,18 @@ grep -q '"steps": 4' <<<"$out" && grep -q '"guidance": 1.0' <<<"$out" && grep -q
 cmp -s "$o/da.safetensors" "$o/dd.safetensors" || fail "distilled: --steps 4 and the default differ"
 expect_rejected distilled_guidance "--guidance" "whose guidance is in the weights: expected 1, got 3" \
   generate -m "$tmp/distilled" -p boot --guidance 3 -o "$o/x.png"
+# inspect plans what generate runs there.
+expect_ok distilled_inspect "trace: W8A16x4" inspect "$tmp/distilled"
+expect_rejected distilled_inspect_steps "--steps" "which samples its 4 fixed sigmas: expected 4, got 8" \
+  inspect "$tmp/distilled" --steps 8
+# bench says the negative prompt is ignored; quantize ignores it too, with the same warning.
+expect_ok distilled_bench "bench:" bench -m "$tmp/distilled" -p boot -n sandal --no-peer --repeat 1 --warmup 0
+grep -qF "warning: the negative prompt is ignored:" "$tmp/err" || fail "distilled_bench: no warning: $(cat "$tmp/err")"
+mkdir -p "$tmp/distilled_bf16"
+cp -r "$models/fashion-cosmos3-bf16/." "$tmp/distilled_bf16/"
+cp "$tmp/distilled/scheduler/scheduler_config.json" "$tmp/distilled_bf16/scheduler/scheduler_config.json"
+expect_ok distilled_quantize "x 1 seeds x 4 steps" quantize -m "$tmp/distilled_bf16" -o "$o/dq" -n sandal --calib-seeds 1
+grep -qF "warning: the negative prompt is ignored:" "$tmp/err" || fail "distilled_quantize: no warning: $(cat "$tmp/err")"
 expect_ok distilled_negative "trace:" generate -m "$tmp/distilled" -p boot -n sandal -s 3 --save-latents "$o/dn.safetensors"
 grep -qF "warning: the negative prompt is ignored:" "$tmp/err" || fail "distilled_negative: no warning: $(cat "$tmp/err")"
 cmp -s "$o/da.safetensors" "$o/dn.safetensors" || fail "distilled: the ignored negative prompt changed the latent"
