@@ -80,7 +80,7 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
   // (a distilled build's scheduler fixes them).
   if (steps_option) check_steps_value(*steps_option, "inspect", "--steps");
   const bool video = request_frames({}, dir, defaults) > 1;
-  const int steps = resolve_sampling(scheduler_config_for({}, dir, video), steps_option, std::nullopt,
+  const int steps = resolve_sampling(scheduler_config_for({}, dir, defaults, video), steps_option, std::nullopt,
                                      default_steps(defaults, video), 1.0, "inspect")
                         .steps;
   const StepPlan plan = plan_steps(policy, governed.counts, steps);

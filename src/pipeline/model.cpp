@@ -140,7 +140,7 @@ struct Model::Impl {
   }
 
   sched::SchedulerConfig scheduler_config(const GenerateRequest& r, bool video) const {
-    return scheduler_config_for({r.scheduler_config, r.scheduler, r.flow_shift, r.bf16_latents}, dir, video);
+    return scheduler_config_for({r.scheduler_config, r.scheduler, r.flow_shift, r.bf16_latents}, dir, defaults, video);
   }
 };
 
@@ -168,9 +168,9 @@ class CallbackObserver final : public DenoiseObserver {
   StepEvent event_;
 };
 
-// Every number of a request is finite and in a range stepmix can run, checked
-// before anything is allocated; `where` names the source of a default.
-// What the request gives (the model's defaults are checked when read).
+// Every number the request gives is finite and in a range stepmix can run,
+// checked before anything is allocated (the model's defaults are checked
+// when read, read_model_defaults).
 void check_request_values(const GenerateRequest& r) {
   if (r.steps) check_steps_value(*r.steps, "generate", "--steps");
   if (r.guidance) check_guidance_value(*r.guidance, "generate", "--guidance");

@@ -179,7 +179,8 @@ int default_steps(const ModelDefaults& defaults, bool video) {
   return defaults.steps.value_or(video ? kDefaultVideoSteps : kDefaultImageSteps);
 }
 
-sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const ModelDirectory& dir, bool video) {
+sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const ModelDirectory& dir,
+                                            const ModelDefaults& defaults, bool video) {
   sched::SchedulerConfig config;
   if (r.config_file) {
     config = sched::load_scheduler_config(*r.config_file);
@@ -202,7 +203,7 @@ sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const Mod
       throw Error("generate", "--scheduler: expected unipc or euler, got '" + *r.kind + "'");
   }
   o.use_karras_sigmas = false;  // the Cosmos3 pipeline's, for either scheduler
-  o.native_flow_grid = read_model_defaults(dir).native_flow_schedule;
+  o.native_flow_grid = defaults.native_flow_schedule;
   o.flow_shift = r.flow_shift;
   if (r.bf16_latents) o.precision = sched::Precision::bf16_emulation;
   // UniPC's flow_shift is a request value (the runtimes override the file's

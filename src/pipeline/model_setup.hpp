@@ -91,8 +91,8 @@ struct SchedulerRequest {
 // value: unset, it is 10 for a video and 3 for an image, whatever the file
 // holds (a note says when that differs); FlowMatch Euler keeps its file's
 // shift unless the request gives one.
-sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& request, const ModelDirectory& dir, bool video);
-
+sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& request, const ModelDirectory& dir,
+                                            const ModelDefaults& defaults, bool video);
 
 // The run a prompt is built for: Cosmos3 checkpoints append sentences on the
 // resolution and duration to the prompt and pick the image or video system

@@ -86,8 +86,8 @@ std::map<std::string, float> calibrate(Cosmos3Transformer& transformer, const Mo
 
   const ResolvedPolicy dense_policy = resolve_policy(dir.config, dir.config_path, {});
   const SequenceSettings sequence = read_sequence_settings(dir.config, dir.config_path);
-  auto scheduler =
-      sched::make_scheduler(scheduler_config_for({c.scheduler_config, std::nullopt, std::nullopt}, dir, c.video));
+  auto scheduler = sched::make_scheduler(
+      scheduler_config_for({c.scheduler_config, std::nullopt, std::nullopt}, dir, read_model_defaults(dir), c.video));
   const auto [C, T, H, W] = c.latent_shape;
   for (const auto& prompt : c.prompts) {
     for (int seed = 0; seed < c.seeds; ++seed) {
@@ -288,9 +288,10 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
   c.latent_shape = latent_shape_for(geometry, dir, channels, defaults);
   c.video = request_frames(geometry, dir, defaults) > 1;
   // A distilled build's scheduler fixes the steps and the guidance, as for generate.
-  const Sampling sampling = resolve_sampling(
-      scheduler_config_for({c.scheduler_config, std::nullopt, std::nullopt}, dir, c.video), r.steps, r.guidance,
-      defaults.steps.value_or(kCalibrationSteps), defaults.guidance.value_or(kCalibrationGuidance), "quantize");
+  const Sampling sampling =
+      resolve_sampling(scheduler_config_for({c.scheduler_config, std::nullopt, std::nullopt}, dir, defaults, c.video),
+                       r.steps, r.guidance, defaults.steps.value_or(kCalibrationSteps),
+                       defaults.guidance.value_or(kCalibrationGuidance), "quantize");
   c.steps = sampling.steps;
   c.guidance = sampling.guidance;
   // Its negative prompt is ignored with a warning, as generate does.

@@ -69,7 +69,7 @@ struct Sampler {
     const int steps = defaults.steps.value_or(8);
     StepController controller(
         plan_steps(resolve_policy(dir.config, dir.config_path, {}), transformer->has_fp8(), steps));
-    auto scheduler = sched::make_scheduler(scheduler_config_for({}, dir, false));
+    auto scheduler = sched::make_scheduler(scheduler_config_for({}, dir, defaults, false));
     DenoiseRequest r;
     r.cond_ids = encoder.encode(prompt, {});
     r.uncond_ids = encoder.encode("", {});

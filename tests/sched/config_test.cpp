@@ -25,6 +25,14 @@ json golden_json(const std::string& name) {
   return json::parse(in);
 }
 
+// `config` after the override the Cosmos3 pipeline applies: Karras off.
+SchedulerConfig karras_turned_off(SchedulerConfig config) {
+  SchedulerOverrides off;
+  off.use_karras_sigmas = false;
+  apply_overrides(config, off);
+  return config;
+}
+
 // The error text for `j`, or "" if it parsed.
 std::string parse_error(const json& j) {
   try {
@@ -54,10 +62,7 @@ TEST(SchedulerConfigLoad, GoldenConfigs) {
   apply_overrides(kept, SchedulerOverrides{});
   ASSERT_EQ(kept.notes.size(), 1u);
   EXPECT_NE(kept.notes[0].find("UniPC uses Karras flow sigmas"), std::string::npos);
-  SchedulerConfig off = ck;
-  SchedulerOverrides karras_off;
-  karras_off.use_karras_sigmas = false;
-  apply_overrides(off, karras_off);
+  const SchedulerConfig off = karras_turned_off(ck);
   ASSERT_EQ(off.notes.size(), 1u);
   EXPECT_NE(off.notes[0].find("use_karras_sigmas true is turned off"), std::string::npos) << off.notes[0];
 
@@ -301,14 +306,11 @@ TEST(SchedulerOverrides, FlowMatchKarrasIsTurnedOffByThePipelineOverride) {
   j["use_karras_sigmas"] = true;
   const SchedulerConfig parsed = parse_scheduler_config(j, "cfg.json");
   EXPECT_TRUE(parsed.flow_match.use_karras_sigmas);
-  EXPECT_NE(stepmix::test::error_of([&] { make_scheduler(parsed); })
-                .find("cfg.json: use_karras_sigmas true: Karras sigmas are "
-                      "implemented for UniPC only"),
-            std::string::npos);
-  SchedulerConfig off = parsed;
-  SchedulerOverrides karras_off;
-  karras_off.use_karras_sigmas = false;
-  apply_overrides(off, karras_off);
+  const std::string refused = stepmix::test::error_of([&] { make_scheduler(parsed); });
+  EXPECT_NE(refused.find("cfg.json: use_karras_sigmas true: Karras sigmas are implemented for UniPC only"),
+            std::string::npos)
+      << refused;
+  SchedulerConfig off = karras_turned_off(parsed);
   ASSERT_EQ(off.notes.size(), 1u);
   EXPECT_NE(off.notes[0].find("cfg.json: use_karras_sigmas true is turned off"), std::string::npos) << off.notes[0];
   auto turned_off = make_scheduler(off);
