@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "pipeline/vae_stage.hpp"
@@ -169,8 +170,12 @@ std::array<int64_t, 4> latent_shape_for(const GeometryRequest& r, const ModelDir
 
 int64_t request_frames(const GeometryRequest& r, const ModelDirectory& dir, const ModelDefaults& defaults) {
   if (r.latent_shape) {
-    const int64_t T = (*r.latent_shape)[1];
-    return is_pixel_space(dir) ? T : defaults.temporal_factor * (T - 1) + 1;
+    const int64_t T = (*r.latent_shape)[1], tf = defaults.temporal_factor;
+    if (is_pixel_space(dir) || T < 1) return T;
+    // A shape too large for any run is refused with the shape
+    // (latent_shape_for); here it only has to read as a video.
+    if (T - 1 > (std::numeric_limits<int64_t>::max() - 1) / tf) return std::numeric_limits<int64_t>::max();
+    return tf * (T - 1) + 1;
   }
   return r.frames ? *r.frames : defaults.frames.value_or(kDefaultFrames);
 }
