@@ -325,15 +325,9 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   }
 
   const bool cfg = p.guidance != 1.0;
-  // A distilled build runs no unconditional pass: its negative prompt is
-  // ignored with a warning (the Cosmos3 distilled pipeline's rule); elsewhere
-  // a negative prompt without CFG is an error.
-  const bool negative_ignored = sampling.fixed && (r.negative_prompt || r.negative_prompt_ids);
-  if (negative_ignored)
-    p.warnings.push_back("the negative prompt is ignored: " + scheduler_config.source +
-                         " is a distilled build's scheduler, which runs one pass per step (guidance 1)");
-  else
-    check_negative_prompt_has_a_pass(r, p.guidance, "generate");
+  // A distilled build ignores its negative prompt with a warning (the Cosmos3
+  // distilled pipeline's rule); elsewhere a negative prompt without CFG is an error.
+  if (auto warning = check_negative_prompt_has_a_pass(r, sampling, "generate")) p.warnings.push_back(*warning);
   const bool uncond_from_text = cfg && !r.negative_prompt_ids;
   if (uncond_from_text && r.prompt_ids && !m.encoder.has_tokenizer()) {
     // Ids only and nothing to tokenize the empty negative prompt with: its
@@ -377,8 +371,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   auto scheduler = sched::make_scheduler(scheduler_config);
   scheduler->set_timesteps(p.steps);
   p.scheduler = scheduler->name();
-  p.flow_shift = scheduler_config.kind == sched::SchedulerKind::unipc_multistep ? scheduler_config.unipc.flow_shift
-                                                                                : scheduler_config.flow_match.shift;
+  p.flow_shift = sched::shift_of(scheduler_config);
   p.timesteps = scheduler->timesteps();
   p.sigmas.assign(scheduler->sigmas().begin(), scheduler->sigmas().end());
   return p;

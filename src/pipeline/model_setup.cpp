@@ -86,11 +86,15 @@ void refuse_request_field(bool set, const std::string& component, const std::str
     throw Error(component, "request." + field + " is not used here (" + source + "); leave it unset");
 }
 
-void check_negative_prompt_has_a_pass(const GenerateRequest& r, double guidance, const std::string& component) {
-  if (guidance == 1.0 && (r.negative_prompt || r.negative_prompt_ids))
-    throw Error(component, std::string(r.negative_prompt ? "--negative-prompt" : "--negative-prompt-ids") +
-                               ": guidance 1 runs no unconditional pass, so the negative prompt would be ignored; "
-                               "drop it or give --guidance above 1");
+std::optional<std::string> check_negative_prompt_has_a_pass(const GenerateRequest& r, const Sampling& sampling,
+                                                            const std::string& component) {
+  if (sampling.guidance != 1.0 || (!r.negative_prompt && !r.negative_prompt_ids)) return std::nullopt;
+  if (sampling.fixed)
+    return "the negative prompt is ignored: " + sampling.scheduler_source +
+           " is a distilled build's scheduler, which runs one pass per step (guidance 1)";
+  throw Error(component, std::string(r.negative_prompt ? "--negative-prompt" : "--negative-prompt-ids") +
+                             ": guidance 1 runs no unconditional pass, so the negative prompt would be ignored; "
+                             "drop it or give --guidance above 1");
 }
 
 void check_prompt_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const std::string& source,
@@ -217,8 +221,7 @@ sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const Mod
   // sigmas; a UniPC file's flow_shift under --scheduler euler).
   if (!o.flow_shift && o.kind.value_or(config.kind) == sched::SchedulerKind::unipc_multistep) {
     const double shift = video ? kDefaultVideoFlowShift : kDefaultImageFlowShift;
-    const double file_shift =
-        config.kind == sched::SchedulerKind::unipc_multistep ? config.unipc.flow_shift : config.flow_match.shift;
+    const double file_shift = sched::shift_of(config);
     if (file_shift != shift) {
       std::ostringstream note;
       note << "flow_shift " << shift << " (the " << (video ? "video" : "image") << " default; " << config.source
@@ -236,7 +239,7 @@ Sampling resolve_sampling(const sched::SchedulerConfig& config, std::optional<in
                           const std::string& component) {
   const bool fixed =
       config.kind == sched::SchedulerKind::flow_match_euler && !config.flow_match.explicit_sigmas.empty();
-  if (!fixed) return {steps.value_or(default_steps), guidance.value_or(default_guidance), false};
+  if (!fixed) return {steps.value_or(default_steps), guidance.value_or(default_guidance), false, config.source};
   const int n = int(config.flow_match.explicit_sigmas.size());
   const std::string what = config.source + " is a distilled build's scheduler (fixed_step_sampler_config)";
   if (steps && *steps != n)
@@ -245,7 +248,7 @@ Sampling resolve_sampling(const sched::SchedulerConfig& config, std::optional<in
   if (guidance && *guidance != 1.0)
     throw Error(component, "--guidance: " + what + ", whose guidance is in the weights: expected 1, got " +
                                Error::number(*guidance));
-  return {n, 1.0, true};
+  return {n, 1.0, true, config.source};
 }
 
 PromptGeometry prompt_geometry_for(const GeometryRequest& r, const std::array<int64_t, 4>& shape,

@@ -46,10 +46,6 @@ void check_fps_value(double fps, const std::string& component, const std::string
 // unset", not silently replaced.
 void refuse_request_field(bool set, const std::string& component, const std::string& field, const std::string& source);
 
-// Guidance 1 runs no unconditional pass: a negative prompt (text or ids) in
-// the request would be ignored, so it is an error tagged `component`.
-void check_negative_prompt_has_a_pass(const GenerateRequest& request, double guidance, const std::string& component);
-
 // An understanding prefix the transformer takes: at most text::kMaxPromptIds
 // ids ("<source>: N token ids, more than the 4096 ..."), every id in
 // [0, vocab_size) of the transformer's config ("<source>: id X (position i)
@@ -118,11 +114,19 @@ struct EncodedPrompts {
 struct Sampling {
   int steps = 0;
   double guidance = 1.0;
-  bool fixed = false;  // a distilled build's
+  bool fixed = false;            // a distilled build's
+  std::string scheduler_source;  // the scheduler's file, for messages
 };
 Sampling resolve_sampling(const sched::SchedulerConfig& config, std::optional<int> steps,
                           std::optional<double> guidance, int default_steps, double default_guidance,
                           const std::string& component);
+
+// Guidance 1 runs no unconditional pass: a negative prompt (text or ids) in
+// the request would be ignored, so it is an error tagged `component`; but a
+// distilled build's pipeline ignores it, and the warning to say so is
+// returned.
+std::optional<std::string> check_negative_prompt_has_a_pass(const GenerateRequest& request, const Sampling& sampling,
+                                                            const std::string& component);
 
 // The pixel geometry a latent shape {C, T, H, W} stands for (the request's
 // height/width/frames when it gave them).

@@ -294,16 +294,12 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
                        defaults.guidance.value_or(kCalibrationGuidance), "quantize");
   c.steps = sampling.steps;
   c.guidance = sampling.guidance;
-  // Its negative prompt is ignored with a warning, as generate does.
-  const bool negative_ignored = sampling.fixed && (r.negative_prompt || r.negative_prompt_ids);
-  if (negative_ignored)
-    std::fprintf(stderr,
-                 "warning: the negative prompt is ignored: a distilled build's scheduler runs one pass per "
-                 "step (guidance 1)\n");
   const PromptGeometry prompt_geometry =
       prompt_geometry_for(geometry, c.latent_shape, dir, defaults, r.fps, r.use_system_prompt);
   const bool cfg = c.guidance != 1.0;
-  if (!negative_ignored) check_negative_prompt_has_a_pass(r, c.guidance, "quantize");
+  // A distilled build's negative prompt is ignored with a warning, as generate does.
+  if (const auto warning = check_negative_prompt_has_a_pass(r, sampling, "quantize"))
+    std::fprintf(stderr, "warning: %s\n", warning->c_str());
   if (cfg && !encoder.has_tokenizer() && !r.negative_prompt_ids)
     throw Error("quantize", dir.root + " has no text_tokenizer/tokenizer.json: give the unconditional prefix with "
                                        "--negative-prompt-ids and the calibration prompts as ids:1,2,3 lines");

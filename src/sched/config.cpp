@@ -237,6 +237,10 @@ void parse_flow_match(FieldReader& r, SchedulerConfig& cfg) {
 
 }  // namespace
 
+double shift_of(const SchedulerConfig& config) {
+  return config.kind == SchedulerKind::unipc_multistep ? config.unipc.flow_shift : config.flow_match.shift;
+}
+
 std::string_view scheduler_kind_name(SchedulerKind kind) {
   switch (kind) {
     case SchedulerKind::unipc_multistep: return "UniPCMultistepScheduler";

@@ -44,6 +44,9 @@ struct SchedulerConfig {
   std::vector<std::string> notes;
 };
 
+// The shift its sigmas are made with: UniPC's flow_shift or FlowMatch's shift.
+double shift_of(const SchedulerConfig& config);
+
 // Throws stepmix::Error("scheduler", ...) for unreadable files, invalid JSON
 // and every unsupported value.
 SchedulerConfig load_scheduler_config(const std::string& path);
