@@ -9,7 +9,12 @@
 namespace stepmix::sched {
 
 std::string flow_shift_range_text() {
-  return "[" + Error::number(kMinFlowShift) + ", " + Error::number(kMaxFlowShift) + "]";
+  // Appended rather than "[" + std::string&&: GCC 12 warns (-Wrestrict) on that inlined insert.
+  std::string text = "[";
+  text += Error::number(kMinFlowShift);
+  text += ", ";
+  text += Error::number(kMaxFlowShift);
+  return text + "]";
 }
 
 namespace {

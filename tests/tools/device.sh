@@ -79,8 +79,8 @@ if "$bin" "${forward[@]}" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/e
   [[ -s $tmp/x.safetensors ]] || fail "vae encode on cuda wrote no latent"
   rm -f "$tmp/x.safetensors"
   checks=$((checks + 1))
-  "$bin" generate --model "$data/vae-model" --prompt-ids 5,9,13 --steps 2 --height 32 --width 48 --out "$tmp/x.png" \
-    --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err" || fail "generate with vae/ on cuda: $(cat "$tmp/err")"
+  "$bin" generate --model "$data/vae-model" --prompt-ids 5,9,13 --steps 2 --height 32 --width 48 --frames 1 \
+    --out "$tmp/x.png" --device cuda --activations bf16 >"$tmp/out" 2>"$tmp/err" || fail "generate with vae/ on cuda: $(cat "$tmp/err")"
   [[ -s $tmp/x.png ]] || fail "generate with vae/ on cuda wrote no picture"
   # Image-to-video on the GPU: that picture (already 48x32, so no FFmpeg is
   # needed to fit it) is encoded there and conditions frame 0.
@@ -133,7 +133,7 @@ else
   expect_missing vae-decode-env env STEPMIX_DEVICE=cuda "$bin" "${decode[@]}" --activations bf16
   expect_missing vae-encode "$bin" "${encode[@]}" --device cuda --activations bf16
   expect_missing generate-vae "$bin" generate --model "$data/vae-model" --prompt-ids 5,9,13 --steps 2 --height 32 \
-    --width 48 --out "$tmp/x.png" --device cuda --activations bf16
+    --width 48 --frames 1 --out "$tmp/x.png" --device cuda --activations bf16
 fi
 # A malformed STEPMIX_THREADS is refused on every device (a GPU run starts no
 # CPU thread pool, and used to ignore it).
