@@ -1,7 +1,7 @@
 // stepmix::Error: the one exception type that crosses the public API.
 //
 // Messages carry their own context, prefixed by the component in brackets, e.g.
-//   [safetensors] model.safetensors: tensor 'x' data_offsets [a,b) exceed file size N
+//   [safetensors] model.safetensors: tensor 'x' data_offsets [a,b) exceed the data area of N bytes
 // so that the CLI can print what() as a single line and exit with code 2.
 #pragma once
 

@@ -7,6 +7,8 @@
 //   stepmix::GenerateRequest request;
 //   request.prompt = "ankle boot";
 //   request.seed = 7;
+//   // The outputs are declared and checked before anything is sampled.
+//   stepmix::GenerationOutputs outputs(model, model.plan(request), {.out = "boot.png"});
 //   stepmix::GenerateCallbacks callbacks;
 //   callbacks.on_step_begin = [](const stepmix::StepEvent& e) {
 //     std::printf("step %d/%d %s\n", e.step + 1, e.num_steps,
@@ -14,7 +16,7 @@
 //   };
 //   stepmix::GenerateResult result = model.generate(request, callbacks);
 //   std::printf("%s\n", stepmix::trace_string(result.trace).c_str());  // W8A16x3 / W8A8x2 / W8A16x3
-//   stepmix::write_outputs(result, {{"boot.png"}});
+//   outputs.write(result, {.prompt = "ankle boot", .seed = 7, .model = "models/fashion-cosmos3-fp8"});
 //
 // Every failure is a stepmix::Error whose what() is one line naming the file,
 // the field and what was expected.
@@ -39,6 +41,8 @@ namespace stepmix {
 struct ModelOptions {
   ActivationDType activations = ActivationDType::F32;
   WeightCache weight_cache = WeightCache::None;
+  // Cuda needs activations = BF16 (default_activation_dtype(Device::Cuda));
+  // F32 there is refused.
   Device device = Device::Cpu;
   // Diffusers: the W8A16 weight rounding of Diffusers, SGLang and
   // TensorRT-LLM, for bit-parity tests (runtime.hpp); it changes bf16
@@ -183,7 +187,8 @@ struct GenerateCallbacks {
 };
 
 // Set from anywhere (a signal handler too): generate() stops after the
-// current step and throws stepmix::Cancelled.
+// current step and throws stepmix::Cancelled (a cancel during the last step
+// lets the run finish and return its result).
 class CancelToken {
  public:
   void cancel() { flag_.store(true); }
@@ -264,8 +269,9 @@ class Model {
   GeneratePlan plan(const GenerateRequest& request) const;
   // Runs the denoising loop of plan(request). The precision of each step is
   // set once before its passes and reset when the loop ends, also on error or
-  // cancellation. On a GPU, a request whose estimated memory (weights,
-  // understanding K/V, scratch) exceeds what is free is refused first.
+  // cancellation. A request whose estimated memory exceeds what is available
+  // (MemAvailable or STEPMIX_MEMORY_LIMIT_MIB on the CPU; free device memory
+  // for weights, understanding K/V and scratch on a GPU) is refused first.
   GenerateResult generate(const GenerateRequest& request, const GenerateCallbacks& callbacks = {},
                           const CancelToken* cancel = nullptr);
 
@@ -397,8 +403,9 @@ std::vector<int64_t> parse_id_list(const std::string& text, const std::string& o
 void remove_temporary_outputs_on_fatal_signals();
 
 // `stepmix inspect`: what a checkpoint holds and how its policy resolves for
-// `steps` steps (default: what generate runs without --steps), reading only the
-// safetensors headers.
+// `steps` steps (default: what generate runs without --steps). Makes every
+// load-time check a run makes and reads every transformer weight once (no
+// NaN or Inf); the VAE is checked from its headers.
 struct InspectReport {
   std::string text;                  // the human-readable summary
   std::string json;                  // one JSON object (--json)

@@ -30,7 +30,7 @@ namespace stepmix {
 // (dequantized FP8 weight, 16-bit activation), W8A8 (native FP8).
 enum class Precision { BF16, W8A16, W8A8 };
 
-// "bf16", "w8a16", "w8a8" (JSON and command-line spelling).
+// "bf16", "w8a16", "w8a8" (JSON spelling; forward --precision says dense for BF16).
 std::string_view precision_json_name(Precision precision);
 // "BF16", "W8A16", "W8A8" (trace spelling).
 std::string_view precision_trace_token(Precision precision);
@@ -71,7 +71,8 @@ struct QuantizationInfo {
   std::string quant_method;  // as written; empty when absent
   std::string quant_algo;    // as written; empty when absent
   // One phrase: why the checkpoint has this kind (for Unsupported, what is
-  // wrong and what is accepted, e.g. "quant_algo \"NVFP4\": NVFP4 not supported").
+  // wrong and what is accepted, e.g. "quantization_config.quant_algo: NVFP4
+  // not supported; expected \"FP8\", got \"NVFP4\"").
   std::string reason;
   // Modules the checkpoint keeps in BF16, for reporting (never governed).
   std::vector<std::string> ignore;                  // glob form

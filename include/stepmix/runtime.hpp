@@ -7,7 +7,8 @@
 namespace stepmix {
 
 //  F32:  every activation is float32; Linears run their FP32-activation
-//        arithmetic. Matches float32 references bit for bit (the default).
+//        arithmetic. Matches float32 references bit for bit (the options'
+//        default; CPU only: a GPU refuses it, see default_activation_dtype).
 //  BF16: the transformer input and every Linear input and output are bf16,
 //        as production runtimes run the model (W8A16 with the bf16 weight Ŵ,
 //        W8A8 quantizing from bf16). The residual stream, norms, rotary and

@@ -37,8 +37,8 @@ struct QuantizeOptions {
   // scheduler and flow_shift (the model's scheduler or scheduler_config),
   // policy (calibration runs dense).
   GenerateRequest request;
-  // The step policy to write: first/last window sizes; nullopt writes
-  // "runtime": null.
+  // The step policy to write (window sizes, reasoner, scope; overlap a16);
+  // nullopt writes "runtime": null.
   std::optional<StepPolicy> policy = StepPolicy{};
 };
 void quantize(const QuantizeOptions& options, std::FILE* out);
@@ -114,7 +114,9 @@ void prompt(const PromptOptions& options, std::FILE* out);
 struct VaeRunOptions {
   std::string vae;
   ActivationDType activations = ActivationDType::F32;
-  // Cuda runs the decoder or the encoder on the GPU (bf16 activations).
+  // Cuda runs the decoder or the encoder on the GPU; it needs activations =
+  // BF16 (the F32 default is refused there; the CLI picks
+  // default_activation_dtype(device) for you).
   Device device = Device::Cpu;
   // Refuse requests estimated to need more bytes; unset: what the system
   // has available.

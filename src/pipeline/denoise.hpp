@@ -88,13 +88,6 @@ DenoiseResult denoise(Cosmos3Transformer& transformer, sched::Scheduler& schedul
                       const DenoiseRequest& request, const SequenceSettings& settings,
                       DenoiseObserver* observer = nullptr, const std::atomic<bool>* cancel = nullptr);
 
-// The same loop with the latent, the velocities, the CFG combination and the
-// scheduler update (Scheduler::begin_latent_step, fp32) in the transformer's
-// backend memory for the whole run (Cosmos3Transformer::forward_resident,
-// both CFG passes in one call when batched as on the host): the noise goes up
-// once, the final latent comes down once, and per step only what the
-// observer wants. On the CPU backend it gives denoise()'s bits (tested),
-// which is what makes it checkable without a GPU.
 // The latent-sized float32 buffers denoise_on_backend holds at most: the
 // latent, the conditional velocity, with CFG the unconditional and the
 // guided ones, and UniPC's four history buffers (for the memory estimate);
@@ -109,6 +102,13 @@ inline bool denoise_batches_cfg(const Cosmos3Transformer& transformer, const Den
   return request.guidance != 1.0 && request.batch_cfg && !transformer.has_activation_code_hook();
 }
 
+// The same loop with the latent, the velocities, the CFG combination and the
+// scheduler update (Scheduler::begin_latent_step, fp32) in the transformer's
+// backend memory for the whole run (Cosmos3Transformer::forward_resident,
+// both CFG passes in one call when batched as on the host): the noise goes up
+// once, the final latent comes down once, and per step only what the
+// observer wants. On the CPU backend it gives denoise()'s bits (tested),
+// which is what makes it checkable without a GPU.
 DenoiseResult denoise_on_backend(Cosmos3Transformer& transformer, sched::Scheduler& scheduler,
                                  StepController& controller, const DenoiseRequest& request,
                                  const SequenceSettings& settings, DenoiseObserver* observer = nullptr,

@@ -1,6 +1,6 @@
 // stepmix::inspect (include/stepmix/model.hpp): what a checkpoint holds, how
-// its step policy resolves, and the precision of every step, from the
-// safetensors headers alone.
+// its step policy resolves, and the precision of every step, after the checks
+// a run makes at load (every transformer weight read once for NaN/Inf).
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>

@@ -75,7 +75,8 @@ void check_generation_fits(const MemoryEstimate& estimate, int64_t available, co
 // "needs 1.20 GiB more, 0.80 GiB available": the reason a note gives.
 std::string describe_shortfall(int64_t needed, int64_t available);
 
-// "needs 14.62 GiB (weights 13.90 GiB mapped, 0.00 resident; activations ...)"
+// "needs 1.20 GiB more (weights 13.90 GiB mapped, 13.90 GiB of them resident;
+// activations ...), 15.10 GiB in all"
 std::string describe(const MemoryEstimate& estimate);
 
 }  // namespace stepmix

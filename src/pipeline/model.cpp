@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/byte_count.hpp"
 #include "core/non_finite.hpp"
 #include "core/numerics.hpp"
 #include "core/thread_pool.hpp"
@@ -69,7 +70,7 @@ struct Model::Impl {
   // pass at a time, which needs less and gives the same bits, and a note
   // says why. Where one at a time does not fit either, the check refuses
   // (the refusal is the one line then).
-  bool cfg_batching(GeneratePlan& p) const {
+  bool decide_cfg_batching(GeneratePlan& p) const {
     if (p.guidance == 1.0 || !options.batch_cfg || !cfg_batching_from_environment()) return false;
     DenoiseRequest r = request_of(p);
     r.batch_cfg = true;
@@ -227,6 +228,24 @@ void check_bf16_weight_options(const ModelOptions& o, const std::string& path, s
 
 }  // namespace
 
+namespace {
+
+// The cache is made at load for every request; one whose plan has no W8A16
+// Linear (--mixed-precision none, or a checkpoint without a policy) leaves it
+// unused, which the caller should hear about: the memory is the model's.
+std::optional<std::string> unused_weight_cache_warning(const ModelOptions& o, const StepPlan& plan,
+                                                       std::size_t cache_bytes) {
+  if (o.weight_cache != WeightCache::All) return std::nullopt;
+  const bool any_w8a16 = plan.reasoner == Precision::W8A16 || std::find(plan.generation.begin(), plan.generation.end(),
+                                                                        Precision::W8A16) != plan.generation.end();
+  if (any_w8a16) return std::nullopt;
+  return "--weight-cache all: no Linear of this run is W8A16 (generation " + trace_string(plan.generation) +
+         ", reasoner " + std::string(precision_trace_token(plan.reasoner)) + "), so the " + format_bytes(cache_bytes) +
+         " of BF16 weight copies go unused; drop --weight-cache all";
+}
+
+}  // namespace
+
 ModelOptions reference_options(ModelOptions options) {
   options.weight_cache = WeightCache::None;
   options.w8a16_rounding = W8A16Rounding::Single;
@@ -305,6 +324,8 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   p.plan = plan_steps(p.policy, m.transformer.governed_counts(), p.steps);
   m.transformer.require_runnable(p.plan);  // a Linear the device cannot run at a step's precision
   p.log_line = mixed_precision_log_line(p.policy, p.plan);
+  if (auto warning = unused_weight_cache_warning(m.options, p.plan, m.transformer.weight_cache_bytes()))
+    p.warnings.push_back(*warning);
 
   p.latent_shape = latent_shape_for(geometry, m.dir, m.transformer.config().latent_channel, m.defaults);
   const int64_t C = p.latent_shape[0], T = p.latent_shape[1];
@@ -365,7 +386,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   // The longer prefix puts the frames furthest (a huge base_fps, say).
   check_temporal_positions(int64_t(std::max(p.cond_ids.size(), p.uncond_ids.size())), p.latent_shape[1], r.fps,
                            m.sequence);
-  p.cfg_batched = m.cfg_batching(p);
+  p.cfg_batched = m.decide_cfg_batching(p);
 
   p.notes.insert(p.notes.end(), scheduler_config.notes.begin(), scheduler_config.notes.end());
   auto scheduler = sched::make_scheduler(scheduler_config);

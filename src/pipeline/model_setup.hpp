@@ -1,6 +1,7 @@
 // What a run needs from a model directory besides the transformer: per-model
 // defaults, the latent geometry of a request, the scheduler configuration and
-// the prompt ids. Shared by `generate`, `quantize` and `compare`.
+// the prompt ids. Shared by Model (generate), inspect, quantize, compare and
+// bench.
 #pragma once
 
 #include <array>
@@ -42,7 +43,7 @@ void check_fps_value(double fps, const std::string& component, const std::string
 
 // A field of a request that `component` takes from elsewhere (quantize's
 // prompts from its prompt file, compare's noise from its seeds) must be
-// unset: "<component>: request.<field> is not used here (<source>); leave it
+// unset: "[<component>] request.<field> is not used here (<source>); leave it
 // unset", not silently replaced.
 void refuse_request_field(bool set, const std::string& component, const std::string& field, const std::string& source);
 

@@ -321,11 +321,11 @@ void quantize(const QuantizeOptions& opt, std::FILE* out) {
   const QuantizeReport report = quantize_checkpoint(s);
   std::fprintf(out, "calibrated %zu governed Linears over %zu prompts x %d seeds x %d steps (%d transformer calls)\n",
                report.input_amax.size(), c.prompts.size(), c.seeds, c.steps, report.transformer_calls);
-  std::fprintf(out, "policy: %s\n",
-               s.policy ? ("first_last_n " + std::to_string(s.policy->first_steps) + "/" +
-                           std::to_string(s.policy->last_steps) + ", reasoner a16")
-                              .c_str()
-                        : "none (runtime: null)");
+  const std::string policy = s.policy ? "first_last_n " + std::to_string(s.policy->first_steps) + "/" +
+                                            std::to_string(s.policy->last_steps) + ", reasoner " +
+                                            std::string(tower_mode_name(s.policy->reasoner))
+                                      : "none (runtime: null)";
+  std::fprintf(out, "policy: %s\n", policy.c_str());
   std::fprintf(out, "wrote %s\n", opt.out_dir.c_str());
 }
 

@@ -54,7 +54,7 @@ struct QuantizeReport {
 // saw a non-zero input or has an all-zero weight, or the output exists.
 QuantizeReport quantize_checkpoint(const QuantizeSettings& settings);
 
-// The quantization_config block stepmix writes ; `runtime` is
+// The quantization_config block stepmix writes; `runtime` is
 // omitted when `with_runtime` is false (the hf_quant_config.json copy).
 nlohmann::json modelopt_fp8_quantization_config(const std::optional<StepPolicy>& policy, bool with_runtime);
 

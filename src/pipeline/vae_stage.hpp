@@ -38,7 +38,8 @@ class VaeStage {
 
   // Latent frame 0 [C][h][w] of `image_path` (a PNG, scaled to cover
   // height × width pixels and centre-cropped), normalised as the transformer
-  // sees latents. Loads the encoder on first use.
+  // sees latents. Loads the encoder when needed (on a GPU it is released after
+  // each encode, so the decoder has the memory).
   std::vector<float> encode_condition_image(const std::string& image_path, int64_t height, int64_t width) const;
 
   // Throw when decoding `latent_shape` {C, T, h, w} (collecting the whole
@@ -58,7 +59,7 @@ class VaeStage {
 
   std::string folder_;
   vae::VaeOptions options_;
-  VaeDevice* device_ = nullptr;  // decodes there; null: on the CPU
+  VaeDevice* device_ = nullptr;  // decodes and encodes there; null: on the CPU
   vae::WanVae sizes_;
   mutable std::optional<vae::WanVae> decoder_, encoder_;
 };

@@ -57,7 +57,7 @@ SchedulerConfig parse_scheduler_config(const nlohmann::json& json, const std::st
 struct SchedulerOverrides {
   std::optional<SchedulerKind> kind;
   std::optional<double> flow_shift;        // UniPC flow_shift / FlowMatch shift
-  std::optional<bool> use_karras_sigmas;   // UniPC only
+  std::optional<bool> use_karras_sigmas;   // false: off for either scheduler; true: UniPC only
   bool native_flow_grid = false;           // model_index.json use_native_flow_schedule: UniPC only
   std::optional<Precision> precision;
 };

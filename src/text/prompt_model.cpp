@@ -35,7 +35,7 @@ std::optional<std::string> token_name(const json& config, const char* key, const
 
 TokenizerFolder locate_tokenizer(const std::string& path) {
   const fs::path p(path);
-  if (!present(p)) throw Error("prompt", path + ": no such file or directory");
+  if (!present(p)) throw Error("tokenizer", path + ": no such file or directory");
   TokenizerFolder f;
   if (!fs::is_directory(p)) {
     f.tokenizer_json = p.string();
@@ -55,7 +55,7 @@ TokenizerFolder locate_tokenizer(const std::string& path) {
     f.dir = p.string();
     return f;
   }
-  throw Error("prompt", path + ": no text_tokenizer/tokenizer.json, tokenizer/tokenizer.json or tokenizer.json");
+  throw Error("tokenizer", path + ": no text_tokenizer/tokenizer.json, tokenizer/tokenizer.json or tokenizer.json");
 }
 
 PromptModel PromptModel::from_parts(Tokenizer tokenizer, const json& config, const std::string& config_path,

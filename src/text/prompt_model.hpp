@@ -53,7 +53,7 @@ struct TokenizerFolder {
 };
 // `path`: a model folder (text_tokenizer/tokenizer.json, else
 // tokenizer/tokenizer.json), a tokenizer folder (tokenizer.json), or a
-// tokenizer.json itself. Throws stepmix::Error("prompt", ...) otherwise.
+// tokenizer.json itself. Throws stepmix::Error("tokenizer", ...) otherwise.
 TokenizerFolder locate_tokenizer(const std::string& path);
 
 enum class PromptStyle { plain, cosmos3_chat };

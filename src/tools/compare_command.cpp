@@ -27,8 +27,9 @@ void add_compare_command(CLI::App& app) {
   CompareOptions& o = c->options;
   CLI::App* cmd = app.add_subcommand("compare", "Image metrics, per-step error and pictures of each precision mode");
   cmd->footer(
-      "Modes: the reference (--reference BF16 checkpoint, else W8A16 on every step), w8a16, w8a8 (every step),\n"
-      "mixed (the checkpoint's schedule) and each --policy. Seeds 0..K-1 give each prompt its initial noise, as\n"
+      "Modes: the reference (the --reference BF16 checkpoint, and then also w8a16: W8A16 on every step; else\n"
+      "W8A16 on every step of --model), w8a8 (every step), mixed (the checkpoint's schedule, else the forced 3/3)\n"
+      "and each --policy. Seeds 0..K-1 give each prompt its initial noise, as\n"
       "stepmix generate --seed does.\n"
       "Prompts file: one prompt per line, text or ids:1,2,3, optionally followed by whitespace and label:K (the\n"
       "class index for classifier accuracy); or JSON lines {\"prompt\": \"...\" | \"ids\": [..], \"label\": K}.\n"

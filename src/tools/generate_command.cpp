@@ -271,7 +271,7 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
 
 void add_generate_command(CLI::App& app) {
   auto opt = std::make_shared<GenerateOptions>();
-  CLI::App* cmd = app.add_subcommand("generate", "Generate an image (or latents) with per-step precision");
+  CLI::App* cmd = app.add_subcommand("generate", "Generate an image or a video (or latents) with per-step precision");
   // A later occurrence of an option wins, so scripts can append overrides.
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("-m,--model", opt->model_dir, "Diffusers model directory")->required();
@@ -279,14 +279,16 @@ void add_generate_command(CLI::App& app) {
                                               kSchedulerConfig | kFps);
   cmd->add_flag("--bf16-latents", opt->bf16_latents,
                 "Keep the latent in BF16 between steps, as the Diffusers BF16 pipeline does (parity tests; needs "
-                "--activations bf16)");
+                "--activations bf16 and --device cpu)");
   cmd->add_flag("--no-system-prompt", opt->no_system_prompt,
                 "Cosmos3 checkpoints: no image/video system prompt (default: model_index.json's "
                 "default_use_system_prompt, else on)");
   cmd->add_option("-s,--seed", opt->seed, "Seed of the initial noise: 0..2^64-1, or -1 for a random one (default 0)")->check(non_empty());
   cmd->add_option("--noise", opt->noise_file, "Initial noise: F32 tensor 'noise' [1,C,T,H,W] (instead of --seed)");
-  cmd->add_option("-b,--batch-count", opt->batch_count, "Images with seeds s, s+1, ... (--out needs %d)")
-      ->default_val(1)->check(non_empty());
+  cmd->add_option("-b,--batch-count", opt->batch_count,
+                  "Images with seeds s, s+1, ... (--out, --save-latents and --frames-dir need %d)")
+      ->default_val(1)
+      ->check(non_empty());
   cmd->add_option("-o,--out", opt->out,
                   "Output: .png (an image, or a video's frames side by side; decoded by the model's vae/ or a "
                   "pixel-space latent), .mp4 (models with vae/: H.264 at --fps) or .safetensors (the latent); %d = "

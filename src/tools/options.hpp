@@ -1,6 +1,7 @@
 // Command-line options shared by the commands, declared once with their
 // defaults: the request fields (prompt, geometry, sampling, scheduler), how
-// the model runs (--activations, --weight-cache, --device) and the step
+// the model runs (--activations, --device, --weight-cache, --w8a16-rounding,
+// --threads, --check-tensors) and the step
 // policy (--mixed-precision and its per-field overrides). Each command picks
 // the groups it takes; every value is checked before any model is loaded.
 #pragma once
@@ -45,7 +46,7 @@ struct RequestOptions {
   GenerateRequest to_request(const char* command) const;
 };
 
-// `defaults` names where unset steps/guidance come from, for the help text.
+// `sampling_defaults` names where unset steps/guidance come from, for the help text.
 void add_request_options(CLI::App& cmd, RequestOptions& o, unsigned groups,
                          const std::string& sampling_defaults =
                              "the model's, else 35 steps for a video and 50 for "

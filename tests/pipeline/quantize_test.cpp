@@ -175,6 +175,31 @@ TEST_F(QuantizeTest, RequestFieldsItDoesNotUseAreRefused) {
   EXPECT_FALSE(fs::exists(settings_.out_dir));
 }
 
+// The summary line says the policy that was written (its overlap is always a16).
+TEST_F(QuantizeTest, SummaryNamesThePolicyItWrote) {
+  QuantizeOptions o;
+  o.model_dir = std::string(STEPMIX_MODELS_DIR) + "/fashion-cosmos3-bf16";
+  o.out_dir = (dir_ / "q").string();
+  o.calib_prompts = (dir_ / "prompts.txt").string();
+  std::ofstream(*o.calib_prompts) << "ankle boot\n";
+  o.calib_seeds = 1;
+  o.request.steps = 1;
+  o.policy = StepPolicy{.first_steps = 2, .last_steps = 1, .reasoner = TowerMode::Native};
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  quantize(o, f);
+  std::rewind(f);
+  std::string printed(4096, '\0');
+  printed.resize(std::fread(printed.data(), 1, printed.size(), f));
+  std::fclose(f);
+  EXPECT_NE(printed.find("policy: first_last_n 2/1, reasoner native\n"), std::string::npos) << printed;
+  const ModelDirectory out = ModelDirectory::open(o.out_dir);
+  const auto& policy = out.config["quantization_config"]["runtime"]["diffusion_step_policy"];
+  EXPECT_EQ(policy["reasoner"], "native");
+  EXPECT_EQ(policy["first_steps"]["count"], 2);
+  EXPECT_EQ(policy["last_steps"]["count"], 1);
+}
+
 TEST_F(QuantizeTest, FailedCalibrationLeavesNothingBehind) {
   settings_.calibration.prompts = {{1, 200}};  // id outside the vocabulary: the first forward fails
   EXPECT_THROW(quantize_checkpoint(settings_), Error);

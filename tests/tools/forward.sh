@@ -47,6 +47,11 @@ done
     --out "$tmp/bf16.safetensors" --precision dense --activations bf16 >/dev/null 2>&1 ||
   fail "--activations f32/bf16 runs failed"
 cmp -s "$tmp/f32.safetensors" "$tmp/bf16.safetensors" && fail "--activations bf16 gave the float32 bytes"
+# A later occurrence of an option wins, as in every command.
+"$bin" forward --model "$tmp/none" --model "$golden/transformer" --inputs "$golden/forward/image.safetensors" \
+  --out "$tmp/again.safetensors" --precision w8a8 --precision dense >/dev/null 2>"$tmp/err" ||
+  fail "repeated options: $(cat "$tmp/err")"
+cmp -s "$tmp/f32.safetensors" "$tmp/again.safetensors" || fail "repeated options: not the last ones' result"
 expect_error bad-activations "--activations: expected f32 or bf16, got 'f16'" \
   forward --model "$golden/transformer" --inputs "$golden/forward/image.safetensors" --out "$tmp/x.safetensors" \
   --activations f16

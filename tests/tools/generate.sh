@@ -38,6 +38,15 @@ cmp -s "$tmp/b.safetensors" "$tmp/f.safetensors" && fail "--activations bf16 gav
 cmp -s "$tmp/f.safetensors" "$tmp/e.safetensors" || fail "--weight-cache all changed the result"
 expect_error cache_f32 "--weight-cache all applies to the W8A16 steps of bf16 activations only, and --activations is f32" \
   generate "${common[@]}" --steps 2 --weight-cache all --save-latents "$tmp/x.safetensors"
+# A run with no W8A16 step (the schedule off) leaves the cache unused: it runs and says so.
+"$bin" generate "${common[@]}" --steps 2 --seed 5 --activations bf16 --weight-cache all --mixed-precision none \
+  --save-latents "$tmp/x.safetensors" >/dev/null 2>"$tmp/err" || fail "cache with the schedule off: $(cat "$tmp/err")"
+grep -qE "warning: --weight-cache all: no Linear of this run is W8A16 \(generation W8A8x2, reasoner W8A8\), so the [0-9.]+ (bytes|MiB|GiB) of BF16 weight copies go unused" \
+  "$tmp/err" || fail "cache with the schedule off: no warning: $(cat "$tmp/err")"
+"$bin" generate "${common[@]}" --steps 2 --seed 5 --activations bf16 --weight-cache all \
+  --save-latents "$tmp/x.safetensors" >/dev/null 2>"$tmp/err" || fail "cache, 2 steps: $(cat "$tmp/err")"
+grep -q "weight-cache" "$tmp/err" && fail "cache with W8A16 steps warned: $(cat "$tmp/err")"
+rm -f "$tmp/x.safetensors"
 # Diffusers' W8A16 rounding (the scale rounded to bf16 first): said in the JSON, another result than the
 # default's, the same with the cache; refused where it changes nothing.
 out=$("$bin" generate "${common[@]}" --steps 35 --seed 5 --activations bf16 --w8a16-rounding diffusers --json \

@@ -107,6 +107,11 @@ expect_ok prompt_video "\"positive_ids\":$video_ids" prompt --model "$tok" --pro
 expect_ok text '{"ids":[65,32,114,111,98,111,116]}' tokenize --tokenizer "$tiny" --text "A robot"
 expect_ok ids '{"text":"Hi<|im_end|>","text_skip_special_tokens":"Hi"}' tokenize --tokenizer "$tiny" --ids 72,105,301
 expect_ok ids_skip '{"text":"Hi"}' tokenize --tokenizer "$tiny" --ids 72,105,301 --skip-special-tokens
+# A later occurrence of an option wins, as in every command.
+expect_ok repeated_option '{"ids":[65,32,114,111,98,111,116]}' tokenize --tokenizer "$tmp/none" --tokenizer "$tiny" \
+  --text "A robot"
+expect_ok prompt_repeated_option '"positive_text":"A robot. This image is of 1024x1024 resolution."' prompt \
+  --model "$tmp/none" --model "$tiny" --prompt "A robot" --frames 1
 mkdir -p "$tmp/model/text_tokenizer"
 cp "$tiny"/* "$tmp/model/text_tokenizer/"
 echo '{"default_use_system_prompt": false}' >"$tmp/model/model_index.json"
@@ -179,7 +184,9 @@ expect_rejected no_mode "" "give exactly one of --text, --ids and --jsonl" token
 expect_rejected bad_ids "--ids" "expected comma-separated integers, got '1,,2'" tokenize --tokenizer "$tiny" --ids 1,,2
 expect_rejected no_folder "$tmp/none" "no such file or directory" tokenize --tokenizer "$tmp/none" --text a
 mkdir -p "$tmp/empty"
-expect_rejected empty_folder "$tmp/empty" "no text_tokenizer/tokenizer.json" prompt --model "$tmp/empty" --prompt a
+expect_rejected empty_folder "[tokenizer] $tmp/empty" "no text_tokenizer/tokenizer.json" prompt --model "$tmp/empty" --prompt a
+expect_rejected tokenize_empty_folder "[tokenizer] $tmp/empty" "no text_tokenizer/tokenizer.json" \
+  tokenize --tokenizer "$tmp/empty" --text a
 expect_rejected no_jsonl "$tmp/missing.jsonl" "cannot open" tokenize --tokenizer "$tiny" --jsonl "$tmp/missing.jsonl"
 expect_rejected prompt_no_request "" "give --prompt" prompt --model "$tiny"
 expect_rejected prompt_and_jsonl "" "excludes" prompt --model "$tiny" --prompt a --jsonl "$tmp/zero.jsonl"

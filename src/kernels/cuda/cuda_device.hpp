@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/byte_count.hpp"
+
 struct CUstream_st;  // the CUDA runtime's stream (cudaStream_t is CUstream_st*)
 
 namespace stepmix::cuda {
@@ -64,8 +66,8 @@ MemoryInfo device_memory();
 void require_device_memory(std::size_t needed_bytes, const std::string& what);
 // "<what>: needs 80.00 GiB of GPU memory, 12.50 GiB free of 139.80 GiB".
 std::string memory_shortfall_message(std::size_t needed_bytes, const MemoryInfo& memory, const std::string& what);
-// "1.50 GiB", "2.50 MiB", "1024 bytes".
-std::string format_bytes(std::size_t bytes);
+// "1.50 GiB", "2.50 MiB", "1024 bytes" (core/byte_count.hpp).
+using ::stepmix::format_bytes;
 
 // Bytes held by DeviceBuffers in this process now, and the most held at once
 // since the last reset (the "peak GPU memory" of a bench report).
