@@ -1,4 +1,4 @@
-// The seam between the models (transformer, next the VAE) and the machine
+// The seam between the transformer (the VAE has its own, vae_device.hpp) and the machine
 // they run on: memory the operations read and write, and the operations of a
 // decoder layer (Linears, attention, pointwise). The model code is written
 // once against this interface; each backend implements it:

@@ -195,10 +195,14 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
   setup.steps = base.steps;
   setup.guidance = base.guidance;
   setup.latent_shape = base.latent_shape;
-  setup.pixel_space = base.image_output;
+  // compare measures what the loop returns, the final latent: a picture only
+  // for a pixel-space model (a model with vae/ is not decoded here).
+  setup.pixel_space = base.image_output && !base.decodes;
   setup.scheduler = base.scheduler;
-  if (!setup.pixel_space)
-    setup.notes.push_back("latent-space model (no VAE decoder in stepmix): metrics and pictures use the final latent");
+  if (base.decodes)
+    setup.notes.push_back("metrics and pictures use the final latent: compare does not decode it through vae/");
+  else if (!setup.pixel_space)
+    setup.notes.push_back("latent-space model without vae/: metrics and pictures use the final latent");
   // The reference model samples exactly what --model does, whatever its own defaults.
   request = sampled_exactly(request, base);
 

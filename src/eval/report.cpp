@@ -236,7 +236,7 @@ json compare_report_json(const CompareSetup& setup, const CompareRun& run) {
   report["scheduler"] = setup.scheduler;
   report["prompts"] = prompts;
   report["metrics"] = {
-      {"image", std::string(setup.pixel_space ? "the output image" : "the final latent (no VAE decoder)") +
+      {"image", std::string(setup.pixel_space ? "the output image" : "the final latent (not decoded)") +
                     " clamped to [-1, 1] and mapped to [0, 1]; data range 1"},
       {"psnr", "10 log10(1 / MSE) in dB against the reference output"},
       {"ssim",

@@ -15,9 +15,10 @@
 
 namespace stepmix {
 
-// One line of a prompts file (see read_compare_prompts).
 // Text → the understanding prefix (stepmix::Model::encode_prompt).
 using PromptEncoderFn = std::function<std::vector<int64_t>(const std::string&)>;
+
+// One line of a prompts file (see read_compare_prompts).
 
 struct ComparePrompt {
   std::string text;          // as written (ids included, without the label)

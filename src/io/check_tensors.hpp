@@ -38,8 +38,9 @@ std::optional<NonFiniteTensor> find_non_finite_tensor(const TensorStore& store, 
                                                       CheckTensorsStats* stats = nullptr,
                                                       int64_t chunk_elements = int64_t(1) << 20);
 
-// Throws stepmix::Error("checkpoint", "<file>: tensor '<name>' <shape>
-// element [i, j] is NaN (code 0x7f) ...") for the first non-finite element.
+// Throws stepmix::Error("checkpoint", "<file>: tensor '<name>' <dtype> <shape>
+// element [i, j] is NaN (...); expected finite weights") for the first
+// non-finite element.
 CheckTensorsStats check_tensors(const TensorStore& store, ThreadPool& pool = ThreadPool::global());
 
 }  // namespace stepmix

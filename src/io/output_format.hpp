@@ -26,7 +26,8 @@ const OutputFormatInfo& output_format_info(OutputFormat format);
 // The format `path` names, which must be one of `accepted`. The extension is
 // matched without regard to case (".PNG" is PNG). Throws
 // stepmix::Error("output", "<option> <path>: extension '.jpg' is not
-// supported; expected .png or .safetensors").
+// supported here; expected .png or .safetensors (the extension decides the
+// format)").
 OutputFormat output_format_for(const std::string& path, const std::string& option,
                                std::initializer_list<OutputFormat> accepted);
 

@@ -20,7 +20,8 @@ namespace stepmix {
 
 class Mp4Writer {
  public:
-  // width and height must be even (yuv420p halves the chroma planes); fps > 0
+  // width and height even and >= 2 (yuv420p halves the chroma planes); fps in
+  // [kMinFps, kMaxFps]
   // (fractional rates such as 23.976 are stored as the nearest rational).
   // `path` names the output in errors: stepmix::Error("video", "<path>: ...")
   // when the encoder cannot be set up (e.g. no H.264 encoder in this FFmpeg).

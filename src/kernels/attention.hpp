@@ -24,6 +24,9 @@
 //          the softmax weights to bf16 before the value product, so it agrees
 //          with the twin within about 2^-8 of the values' magnitude, not bit
 //          for bit. Other bf16 problems: widen, AVX-512F blocks, round.
+//  amx     bf16 with head_dim a multiple of 32 (<= 256) and at most 16 query
+//          heads per KV head: the score and value products on AMX tiles
+//          (attention_amx.cpp); everything else as avx512.
 // Every variant agrees with attention_reference within float32 rounding
 // (different summation order), and no result depends on the thread count.
 #pragma once

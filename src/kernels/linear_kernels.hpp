@@ -12,7 +12,9 @@
 namespace stepmix::kernels {
 
 // How the two GEMM operands are multiplied and summed.
-//  F32:  a and b widened to float32, products rounded to float32, float32 sums.
+//  F32:  a and b widened to float32, float32 sums; ref rounds each product,
+//        the AVX-512 variants fuse it (FMA), so they agree within float32
+//        rounding.
 //  BF16: a and b are (exactly representable as) bf16, so every product is
 //        exact in float32; float32 sums. This is what vdpbf16ps computes.
 enum class GemmArithmetic { F32, BF16 };

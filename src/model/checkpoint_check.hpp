@@ -21,8 +21,9 @@ struct CheckedCheckpoint {
 };
 
 // Throws stepmix::Error on the first problem (the same errors as loading the
-// model for a run, apart from require_weights_match_quantization, which
-// inspect checks first from its own scan). Cheap: nothing is converted or
+// model for a run, apart from the quantization checks, classify_quantization /
+// require_supported_quantization and require_weights_match_quantization,
+// which inspect makes itself first). Cheap: nothing is converted or
 // cached (WeightCache::None), only norm vectors are widened.
 CheckedCheckpoint check_cosmos3_checkpoint(const ModelDirectory& dir, const TensorStore& store);
 

@@ -58,7 +58,7 @@ struct ParsedCosmos3Config {
 // rope_axes_dim[0], even head_dim. Fail closed on what would change the
 // model: the ten sizes must be present (positive integers of at most 2^24,
 // never defaulted), null is accepted only for rope_axes_dim, rope_scaling and
-// the sound/action sizes, _class_name (when given) must be
+// the sound_gen/action_gen flags, _class_name (when given) must be
 // Cosmos3OmniTransformer, sound_gen and action_gen must be off, and
 // rope_scaling may only be the legacy holder of the interleaved mRoPE
 // section. Throws stepmix::Error ("model") naming config_path, the key, the

@@ -57,7 +57,7 @@ std::size_t estimate_workspace_bytes(const Cosmos3Config& c, std::span<const int
     need(Slot::up, bytes_of(rows * I, t));
     if (c.has_gate_proj()) need(Slot::gate, bytes_of(rows * I, t));
     need(Slot::patches, bytes_of(R * F, f));
-    if (Nn > 0) {  // one timestep (the samples of a call share it): one row of the MLP
+    if (Nn > 0) {  // one timestep per call, as the pipeline passes it: one row of the MLP
       need(Slot::time_sinusoid, bytes_of(kTimestepChannels, f));
       need(Slot::time_hidden, bytes_of(E, f));
       need(Slot::embedding, bytes_of(E, f));

@@ -99,9 +99,11 @@ GenerationOutputs::GenerationOutputs(const Model& model, const GeneratePlan& pla
       m.decode_ids.video = out_id;
     } else if (format == OutputFormat::Png) {
       if (!plan.image_output)
-        throw Error("output", "--out " + *request.out + ": this model's latent is not a picture (" +
-                                  std::to_string(plan.latent_shape[0]) +
-                                  " channels, no VAE decoder in stepmix); write the latent with --out FILE.safetensors");
+        throw Error(
+            "output",
+            "--out " + *request.out + ": this model's latent is not a picture (" +
+                std::to_string(plan.latent_shape[0]) +
+                " channels, and the model has no vae/ to decode it); write the latent with --out FILE.safetensors");
       m.image = request.out;
       m.image_id = out_id;
       if (m.vae) m.decode_ids.image = out_id;

@@ -47,8 +47,8 @@ struct Cosmos3Texts {
   std::optional<std::string> system;  // when the system prompt is on
 };
 
-// Checks the request (height, width, num_frames positive, fps positive and
-// finite; stepmix::Error("prompt", ...) otherwise) and builds the texts.
+// Checks the request (height, width, num_frames positive, fps in [kMinFps,
+// kMaxFps]; stepmix::Error("prompt", ...) otherwise) and builds the texts.
 Cosmos3Texts cosmos3_texts(const Cosmos3PromptRequest& request, bool use_system_prompt);
 
 // A request from one JSON object with the fields of the reference prompt

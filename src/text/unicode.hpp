@@ -45,7 +45,8 @@ std::string nfc_whole(std::string_view s);
 // so one object may be searched from several threads.
 class Regex {
  public:
-  // Throws stepmix::Error(component, "<label>: <Oniguruma's message>").
+  // Throws stepmix::Error(component, "<label>: not a valid regular expression:
+  // <Oniguruma's message>").
   Regex(const std::string& pattern, const std::string& component, const std::string& label);
   ~Regex();
   Regex(const Regex&) = delete;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "backend/vae_device.hpp"
+#include "core/byte_count.hpp"
 #include "io/checkpoint.hpp"
 #include "stepmix/error.hpp"
 #include "vae/device_frames.hpp"
@@ -258,17 +259,6 @@ std::optional<std::size_t> available_memory_bytes() {
     if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) return std::size_t(kib) * 1024;
   }
   return std::nullopt;
-}
-
-std::string format_bytes(std::size_t bytes) {
-  char text[32];
-  const double b = double(bytes);
-  if (b >= double(1ull << 30)) {
-    std::snprintf(text, sizeof text, "%.1f GiB", b / double(1ull << 30));
-  } else {
-    std::snprintf(text, sizeof text, "%.1f MiB", b / double(1ull << 20));
-  }
-  return text;
 }
 
 void check_memory(const MemoryEstimate& e, std::size_t limit, const std::string& what) {

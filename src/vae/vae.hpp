@@ -136,15 +136,16 @@ class WanVae {
   std::size_t decoder_weight_bytes_ = 0, encoder_weight_bytes_ = 0;
 };
 
-// The vae folder `path` names: `path` itself when it holds config.json, else
-// path/vae. Throws naming what is missing.
+// The vae folder `path` names: path/vae when it holds config.json, else `path`
+// itself when it does. Throws naming what is missing.
 std::string find_vae_folder(const std::string& path);
 
 // Bytes the system can still give this process (MemAvailable of
 // /proc/meminfo); nullopt where that is not known.
 std::optional<std::size_t> available_memory_bytes();
 
-// Throws stepmix::Error("vae", "<what> needs ~X GiB (...), more than the Y GiB available")
+// Throws stepmix::Error("vae", "<what> needs about X GiB (weights ..., causal
+// histories ..., frames in flight ..., other ...), more than the Y GiB available")
 // when estimate.total() > limit.
 void check_memory(const MemoryEstimate& estimate, std::size_t limit, const std::string& what);
 
@@ -158,9 +159,6 @@ void check_decode_fits(const WanVae& sizes, int64_t latent_frames, int64_t h, in
 // The same for an encode of `frames` pixel frames of H × W.
 void check_encode_fits(const WanVae& sizes, int64_t frames, int64_t H, int64_t W, VaeDevice* device,
                        std::size_t host_limit, const std::string& what);
-
-// "1.5 GiB" / "12.0 MiB", for messages.
-std::string format_bytes(std::size_t bytes);
 
 // RGB pixels [H][W][3] 8-bit -> the encoder's [1, 3, 1, H, W] in [-1, 1]: v / 255 · 2 − 1.
 std::vector<float> pixels_from_rgb8(const uint8_t* rgb, int64_t height, int64_t width);

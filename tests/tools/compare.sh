@@ -58,6 +58,16 @@ grep -qF '"name": "w8a16"' "$tmp/c/report.json" || fail "bf16 reference: no w8a1
 grep -qF 'BF16 checkpoint' "$tmp/c/report.json" || fail "bf16 reference: description"
 grep -qF '"classifier": null' "$tmp/c/report.json" || fail "no classifier expected"
 
+# A model with vae/ (vae-model quantized here): compare measures the final
+# latent, not decoded pixels, and its report says so.
+printf 'ids:5,9,13\n' >"$tmp/vae_prompt.txt"
+"$bin" quantize --model "$data/vae-model" --out "$tmp/vae_fp8" --calib-prompts "$tmp/vae_prompt.txt" --calib-seeds 1 \
+  --steps 2 --frames 1 -H 64 -W 64 --negative-prompt-ids 1,2 >/dev/null 2>"$tmp/err" || fail "quantize vae-model: $(cat "$tmp/err")"
+"$bin" compare --model "$tmp/vae_fp8" --prompts "$tmp/vae_prompt.txt" --seeds 1 --steps 2 --frames 1 -H 64 -W 64 \
+  --guidance 1 --out "$tmp/v" >/dev/null 2>"$tmp/err" || fail "compare with vae/: $(cat "$tmp/err")"
+grep -qF '"output": "latent"' "$tmp/v/report.json" || fail "compare with vae/: the report does not say latent"
+grep -qF 'compare does not decode it through vae/' "$tmp/v/report.json" || fail "compare with vae/: no note"
+
 expect_error out_exists "--out $tmp/a: exists; only a folder stepmix wrote can be replaced" compare "${common[@]}" --out "$tmp/a"
 "$bin" compare "${common[@]}" --out "$tmp/a" --force >/dev/null 2>&1 || fail "--force"
 expect_error zero_seeds "--seeds: expected an integer in [1, 10000]" compare "${common[@]}" --seeds 0 --out "$tmp/e"

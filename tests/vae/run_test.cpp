@@ -107,7 +107,7 @@ TEST(VaeMemory, StreamingDecodeNeedsTheSameMemoryForAnyLength) {
   EXPECT_EQ(one.total(), one.weights + one.histories + one.working + one.overhead());
   const std::string m = error_of([&] { vae::check_memory(one, 1 << 20, "decoding a 720x1280 clip"); });
   EXPECT_NE(m.find("decoding a 720x1280 clip needs about"), std::string::npos) << m;
-  EXPECT_NE(m.find("more than the 1.0 MiB available"), std::string::npos) << m;
+  EXPECT_NE(m.find("more than the 1.00 MiB available"), std::string::npos) << m;
   EXPECT_NO_THROW(vae::check_memory(one, one.total(), "decoding"));
 }
 

@@ -1,8 +1,9 @@
 // Entry points of the AMX-BF16 variant ("amx"); see linear_kernels.hpp for
 // what the GEMM computes. Plain declarations: safe to include anywhere.
 //
-// Only the GEMM with BF16 arithmetic runs on AMX tiles; quantization,
-// dequantization and FP32 arithmetic are the AVX-512 variant's functions.
+// The GEMM and the VAE convolution with BF16 arithmetic, and bf16 attention,
+// run on AMX tiles; quantization, dequantization and FP32 arithmetic are the
+// AVX-512 variant's functions.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // The AMX tile instructions as the amx kernels (gemm_amx.cpp,
-// attention_amx.cpp) use them: STEPMIX_TILE_* macros over the intrinsics, or,
+// attention_amx.cpp, conv_amx.cpp) use them: STEPMIX_TILE_* macros over the intrinsics, or,
 // built with -DSTEPMIX_AMX_EMULATE, over a scalar model of them (for testing
 // packing, blocking and epilogues on a CPU without AMX; never for production
 // builds). Include only from *_amx.cpp files (compiled with the AMX flags).

@@ -42,13 +42,14 @@
 // Where AMX cannot run (CPU, or Linux refused the tile state), for F32
 // arithmetic and for c_in not a multiple of 32, the AVX-512 kernel runs.
 #include <algorithm>
-#include <memory>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "core/thread_pool.hpp"
 #include "kernels/conv_kernels.hpp"
 #include "kernels/cpu/amx_kernels.hpp"
+#include "kernels/cpu/amx_tiles.hpp"
 #include "kernels/cpu/avx512_helpers.hpp"
 
 namespace stepmix::kernels::amx {
@@ -138,25 +139,25 @@ template <bool M0, bool M1, int NT>
 void chunk_steps(const uint16_t* a0, const uint16_t* a1, int64_t a_stride, int64_t a_step, int64_t a_tap,
                  const uint16_t* b0, const uint16_t* b1, int64_t b_stride, int64_t b_step, int64_t b_tap, int taps,
                  int64_t steps, float* const c[4]) {
-  if constexpr (M0) _tile_loadd(0, c[0], 64);
-  if constexpr (M0 && NT == 2) _tile_loadd(1, c[1], 64);
-  if constexpr (M1) _tile_loadd(2, c[2], 64);
-  if constexpr (M1 && NT == 2) _tile_loadd(3, c[3], 64);
+  if constexpr (M0) STEPMIX_TILE_LOAD(0, c[0], 64);
+  if constexpr (M0 && NT == 2) STEPMIX_TILE_LOAD(1, c[1], 64);
+  if constexpr (M1) STEPMIX_TILE_LOAD(2, c[2], 64);
+  if constexpr (M1 && NT == 2) STEPMIX_TILE_LOAD(3, c[3], 64);
   for (int64_t s = 0; s < steps; ++s)
     for (int tap = 0; tap < taps; ++tap) {
-      if constexpr (M0) _tile_loadd(4, a0 + s * a_step + tap * a_tap, a_stride);
-      if constexpr (M1) _tile_loadd(5, a1 + s * a_step + tap * a_tap, a_stride);
-      _tile_loadd(6, b0 + s * b_step + tap * b_tap, b_stride);
-      if constexpr (NT == 2) _tile_loadd(7, b1 + s * b_step + tap * b_tap, b_stride);
-      if constexpr (M0) _tile_dpbf16ps(0, 4, 6);
-      if constexpr (M0 && NT == 2) _tile_dpbf16ps(1, 4, 7);
-      if constexpr (M1) _tile_dpbf16ps(2, 5, 6);
-      if constexpr (M1 && NT == 2) _tile_dpbf16ps(3, 5, 7);
+      if constexpr (M0) STEPMIX_TILE_LOAD(4, a0 + s * a_step + tap * a_tap, a_stride);
+      if constexpr (M1) STEPMIX_TILE_LOAD(5, a1 + s * a_step + tap * a_tap, a_stride);
+      STEPMIX_TILE_LOAD(6, b0 + s * b_step + tap * b_tap, b_stride);
+      if constexpr (NT == 2) STEPMIX_TILE_LOAD(7, b1 + s * b_step + tap * b_tap, b_stride);
+      if constexpr (M0) STEPMIX_TILE_DPBF16PS(0, 4, 6);
+      if constexpr (M0 && NT == 2) STEPMIX_TILE_DPBF16PS(1, 4, 7);
+      if constexpr (M1) STEPMIX_TILE_DPBF16PS(2, 5, 6);
+      if constexpr (M1 && NT == 2) STEPMIX_TILE_DPBF16PS(3, 5, 7);
     }
-  if constexpr (M0) _tile_stored(0, c[0], 64);
-  if constexpr (M0 && NT == 2) _tile_stored(1, c[1], 64);
-  if constexpr (M1) _tile_stored(2, c[2], 64);
-  if constexpr (M1 && NT == 2) _tile_stored(3, c[3], 64);
+  if constexpr (M0) STEPMIX_TILE_STORE(0, c[0], 64);
+  if constexpr (M0 && NT == 2) STEPMIX_TILE_STORE(1, c[1], 64);
+  if constexpr (M1) STEPMIX_TILE_STORE(2, c[2], 64);
+  if constexpr (M1 && NT == 2) STEPMIX_TILE_STORE(3, c[3], 64);
 }
 
 using ChunkSteps = void (*)(const uint16_t*, const uint16_t*, int64_t, int64_t, int64_t, const uint16_t*,
@@ -266,9 +267,9 @@ void conv3d(const Conv3dArgs& g) {
   pool.parallel_for(g.frames_out * groups * blocks, [&](int64_t u) {
     const int64_t block = u / (g.frames_out * groups), t = (u / groups) % g.frames_out, group = u % groups;
     // Tile state is per thread: configured for each unit, released after.
-    _tile_loadconfig(&kTileConfig);
+    STEPMIX_TILE_LOADCONFIG(&kTileConfig);
     run_unit(g, pad, t, group * rows, std::min(g.h_out, (group + 1) * rows), block);
-    _tile_release();
+    STEPMIX_TILE_RELEASE();
   });
 }
 

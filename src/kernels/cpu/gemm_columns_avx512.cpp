@@ -15,7 +15,7 @@
 // Per output the arithmetic is the main kernel's: the same vdpbf16ps over the
 // same (x, w) pairs in k order from a zero accumulator, then float32(acc ·
 // alpha), + bias, the output conversion. So the two kernels agree bit for bit
-// (tests/kernels/gemm_columns_test.cpp), and results do not depend on the
+// (tests/kernels/gemm_variants_test.cpp), and results do not depend on the
 // blocking or the thread count (every output is one micro-kernel's sum over
 // the whole K).
 //

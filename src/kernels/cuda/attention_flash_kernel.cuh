@@ -3,7 +3,7 @@
 // accumulators).
 //
 // A block owns 128 query rows of one query head and streams the key/value
-// rows of its KV head through shared memory in tiles of 64, two tiles deep
+// rows of its KV head through shared memory in tiles of kKeys (32 or 64), two tiles deep
 // (cp.async, so the next tile loads while this one is used). Per tile each
 // warp computes S = Q·Kᵀ for its rows (float32), scales it by log2(e)/sqrt(D),
 // masks (past the last key; above the diagonal when causal), updates the
@@ -15,14 +15,15 @@
 // lives at chunk c ^ (r & 7), so the 8 row addresses of one ldmatrix land
 // in 8 different bank groups (no conflicts); D >= 64 keeps 8 chunks a row.
 //
-// Two shapes of the same kernel (FlashVariant): 8 warps of 16 rows, Q
-// fragments kept in registers; or 4 warps of 32 rows (two 16-row tiles share
-// every K/V fragment read, halving shared-memory traffic per flop), Q read
-// from shared memory at each step. Which is faster on a Hopper GPU is
+// Three shapes of the same kernel (FlashVariant, with_flash_shape): 8 warps
+// of 16 rows and 64-key tiles, Q fragments kept in registers; or 4 warps of
+// 32 rows (two 16-row tiles share every K/V fragment read, halving
+// shared-memory traffic per flop), Q read from shared memory at each step,
+// with 32- or 64-key tiles. Which is faster on a Hopper GPU is
 // measured by bench/cuda-device-check.sh.
 //
 // Device code only: the includer supplies the warp operations of
-// warp_ops.cuh (attention_flash.cu on the GPU, tests/cuda/simt_emulator.hpp on
+// warp_ops.cuh (attention_flash.cu on the GPU, tests/cuda/on_cpu/simt_emulator.hpp on
 // the CPU), and this file names nothing else of CUDA but threadIdx, blockIdx,
 // __syncthreads and __shfl_xor_sync.
 #pragma once

@@ -1,9 +1,9 @@
 // The plain attention kernel the flash kernel is tested against: device code
-// only, so the tests also run it on the CPU (tests/cuda/cuda_on_cpu.hpp);
+// only, so the tests also run it on the CPU (tests/cuda/on_cpu/cuda_on_cpu.hpp);
 // attention_reference.cu checks arguments and launches it.
 //
 // One thread per (query row, query head) follows attention_reference
-// (model/attention_ref.cpp) step for step on the widened bf16 operands:
+// (kernels/ref/attention_ref.cpp) step for step on the widened bf16 operands:
 // float32 dot products summed in d order, max, exp, sum, normalised weights,
 // weighted sum of values in key order, then one rounding to bf16. Each score
 // is recomputed in each of the three passes instead of stored (same bits), so

@@ -4,7 +4,7 @@
 // compiles the same with or without the toolkit; a build without CUDA links
 // the stub (stub/cuda_stub.cpp), whose entry points say so.
 //
-// Every CUDA, cuBLASLt or cuDNN failure is thrown as
+// Every CUDA or cuBLASLt failure is thrown as
 //   stepmix::Error("cuda", "<operation>: <status name>: <message>")
 // e.g. "[cuda] cudaMalloc(2.00 GiB): cudaErrorMemoryAllocation: out of memory";
 // nothing in the backend aborts the process.
@@ -26,7 +26,7 @@ using StreamHandle = CUstream_st*;
 
 // True when this binary contains the CUDA backend (the build found the toolkit).
 bool built_with_cuda();
-// "CUDA 13.0.88, architectures 90a-real;90-virtual", or "built without CUDA".
+// "CUDA 13.0.88, architectures 90a-real 90-virtual", or "built without CUDA".
 std::string build_info();
 
 // The kernels are compiled for Hopper (sm_90a, plus compute_90 PTX for newer

@@ -198,8 +198,7 @@ void cfg_combine(const float* v_uncond, const float* v_cond, int64_t count, floa
                  StreamHandle stream);
 // FlowMatch Euler, float32 latent: x[i] = x[i] + dt·v[i], dt = σ_{k+1} − σ_k
 // computed on the host in float32 (bit-exact with the scheduler's fp32 path).
-// UniPC keeps its history on the host: the caller copies the guided velocity
-// and the latent at step boundaries.
+// UniPC: unipc_step_f32 below (its history stays in device memory).
 void euler_step(float* x, const float* v, int64_t count, float dt, StreamHandle stream);
 // One UniPC step (sched/latent_step.hpp) on a float32 latent and its
 // history in device memory, every operation rounded to float32 in the order
@@ -210,7 +209,7 @@ void unipc_step_f32(const sched::UniPCStep& step, int64_t count, float* x, const
 // *flag (device, zeroed by the caller) becomes 1 when any x[i] is NaN or
 // ±inf, tested on the bits as core/non_finite.hpp does.
 void flag_non_finite_f32(const float* x, int64_t count, uint32_t* flag, StreamHandle stream);
-// Exact index maps of model/embedding.hpp: latent [C, T, H, W] → patches
+// Exact index maps of core/vision_tokens.hpp (patchify_into, unpatchify_into): latent [C, T, H, W] → patches
 // [T·Hp·Wp, p·p·C] (padding zero), and back for the frames listed (host
 // array, `frame_count` entries) into out [C, T, H, W] (every other frame zero).
 void patchify(const float* latent, const PatchGrid& grid, float* patches, StreamHandle stream);

@@ -1,7 +1,7 @@
 // The kernels and elementwise functors of denoise_loop.cu (the timestep
 // sinusoid, the CFG combination, the Euler and UniPC updates, the non-finite
 // flag, patchify/unpatchify, the seeded fills): device code only, so the
-// tests also run them on the CPU (tests/cuda/cuda_on_cpu.hpp);
+// tests also run them on the CPU (tests/cuda/on_cpu/cuda_on_cpu.hpp);
 // denoise_loop.cu checks arguments and launches them.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The grid-stride kernels behind elementwise.cuh's launches: device code
-// only, so the tests can run them on the CPU (tests/cuda/cuda_on_cpu.hpp). A
+// only, so the tests can run them on the CPU (tests/cuda/on_cpu/cuda_on_cpu.hpp). A
 // functor has `one(i)` for element i and, for 16-byte accesses, `eight(g)`
 // for the elements 8g .. 8g+7.
 #pragma once

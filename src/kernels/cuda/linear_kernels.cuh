@@ -1,7 +1,7 @@
 // The kernels and elementwise functors of linear.cu (the E4M3 activation
 // quantizer, the FP8 weight decode, the float32-bias epilogue, the float32
 // rows of the timestep MLP): device code only, so the tests also run them on
-// the CPU (tests/cuda/cuda_on_cpu.hpp); linear.cu checks arguments and
+// the CPU (tests/cuda/on_cpu/cuda_on_cpu.hpp); linear.cu checks arguments and
 // launches them.
 #pragma once
 

@@ -1,7 +1,7 @@
 // The kernels and elementwise functors of pointwise.cu (RMSNorm, the
 // per-head norm with rotary, SiLU·gate, float32 SiLU, relu², residual add,
 // add_row, widen, round): device code only, so the tests also run them on the
-// CPU (tests/cuda/cuda_on_cpu.hpp); pointwise.cu checks arguments and
+// CPU (tests/cuda/on_cpu/cuda_on_cpu.hpp); pointwise.cu checks arguments and
 // launches them.
 #pragma once
 
@@ -101,7 +101,7 @@ __global__ void head_norm_rotary_kernel(uint16_t* __restrict__ x, int64_t vector
   for (int t = 0; t < kMaxPairsPerLane; ++t) {
     const int j = lane + 32 * t;
     if (j < half) {
-      // model/rope.cpp apply_rotary: x·cos + rotate_half(x)·sin, two products
+      // kernels/ref/pointwise_ref.cpp rotate_heads: x·cos + rotate_half(x)·sin, two products
       // and one sum, each rounded.
       const float a = __fadd_rn(__fmul_rn(first[t], c[j]), __fmul_rn(-second[t], s[j]));
       const float b = __fadd_rn(__fmul_rn(second[t], c[j + half]), __fmul_rn(first[t], s[j + half]));

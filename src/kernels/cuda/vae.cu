@@ -1,7 +1,8 @@
 // The video VAE's kernels (frames channels-last [h][w][c], as vae/frame.hpp):
 // the gather of a convolution's taps into GEMM rows and its epilogue, the
 // channel RMS norm, the decoder's index maps (nearest ×2, duplicate-up,
-// channel slices, unpatchify) and the pieces of its single-head attention.
+// channel slices, unpatchify), the encoder's (patchify of the pixels,
+// average down) and the pieces of its single-head attention.
 // Twins of the CPU code named in cuda_kernels.hpp; the index maps are
 // bit-exact, the reductions differ from the CPU only in summation order.
 #include <cuda_runtime.h>

@@ -1,7 +1,7 @@
 // The kernels and elementwise functors of vae.cu (the convolution's tap
 // gather and epilogue, the channel RMS norm, the index maps, the attention's
 // qkv split and softmax): device code only, so the tests also run them on the
-// CPU (tests/cuda/cuda_on_cpu.hpp); vae.cu checks arguments and launches them.
+// CPU (tests/cuda/on_cpu/cuda_on_cpu.hpp); vae.cu checks arguments and launches them.
 #pragma once
 
 #include <cmath>

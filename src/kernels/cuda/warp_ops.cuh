@@ -5,7 +5,7 @@
 //
 // The kernel (attention_flash_kernel.cuh) names nothing else of the GPU but
 // threadIdx, blockIdx, __syncthreads and __shfl_xor_sync, so the tests run
-// the same kernel source on the CPU (tests/cuda/cuda_on_cpu.hpp provides
+// the same kernel source on the CPU (tests/cuda/on_cpu/cuda_on_cpu.hpp provides
 // these functions there, on the SIMT emulator, with the layouts of the PTX
 // ISA and checks on every address) and the GPU tests only have to confirm
 // the hardware agrees. A host compiler sees nothing here.

@@ -1,6 +1,6 @@
 // Scalar reference kernels: the oracle every optimised variant is tested
 // against. Plain loops, one element at a time, in the order the arithmetic is
-// written in docs/guide.md ("The arithmetic").
+// written in docs/guide.md ("1. The two arithmetics").
 #include <vector>
 
 #include "core/numerics.hpp"
