@@ -124,14 +124,21 @@ struct ModeToRun {
   PolicyOverrides policy;
 };
 
-}  // namespace
+// What runs the PyTorch peer, checked before anything runs.
+struct PeerSettings {
+  std::string python;
+  std::string dtype;
+  int threads = 2;
+};
 
-void bench(const BenchOptions& opt, std::FILE* out) {
-  const auto check_range = [](const char* option, int value, int low, int high) {
-    if (value < low || value > high)
-      throw Error("bench", std::string(option) + ": expected an integer in [" + std::to_string(low) + ", " +
-                               std::to_string(high) + "], got " + std::to_string(value));
-  };
+void check_range(const char* option, int value, int low, int high) {
+  if (value < low || value > high)
+    throw Error("bench", std::string(option) + ": expected an integer in [" + std::to_string(low) + ", " +
+                             std::to_string(high) + "], got " + std::to_string(value));
+}
+
+// Every option of bench is checked before the model is opened.
+PeerSettings check_bench_options(const BenchOptions& opt) {
   check_range("--repeat", opt.repeat, 1, 1000);
   check_range("--warmup", opt.warmup, 0, 1000);
   if (opt.request.steps) check_steps_value(*opt.request.steps, "bench", "--steps");
@@ -150,17 +157,162 @@ void bench(const BenchOptions& opt, std::FILE* out) {
     throw Error("bench", std::string(peer_option) +
                              ": the PyTorch peer of bench runs on the CPU, and --device cuda runs stepmix on the GPU; "
                              "pass --no-peer (bench/cuda-device-check.sh compares with PyTorch on the same GPU)");
-  const int peer_threads = opt.peer_threads.value_or(2);
-  check_range("--peer-threads", peer_threads, 1, 1024);
+  PeerSettings peer;
+  peer.threads = opt.peer_threads.value_or(2);
+  check_range("--peer-threads", peer.threads, 1, 1024);
   if (opt.python && access(opt.python->c_str(), X_OK) != 0)
     throw Error("bench", "--python " + *opt.python + ": " + errno_phrase(errno) +
                              " (expected the path of an executable, e.g. /usr/bin/python3)");
   if (opt.peer_script && !fs::is_regular_file(*opt.peer_script))
     throw Error("bench", "--peer-script " + *opt.peer_script + ": not a regular file");
-  const std::string python = opt.python.value_or("/usr/bin/python3");
-  const std::string peer_dtype = opt.peer_dtype.value_or("bf16");
-  if (peer_dtype != "bf16" && peer_dtype != "fp32")
-    throw Error("bench", "--peer-dtype: expected bf16 or fp32, got '" + peer_dtype + "'");
+  peer.python = opt.python.value_or("/usr/bin/python3");
+  peer.dtype = opt.peer_dtype.value_or("bf16");
+  if (peer.dtype != "bf16" && peer.dtype != "fp32")
+    throw Error("bench", "--peer-dtype: expected bf16 or fp32, got '" + peer.dtype + "'");
+  return peer;
+}
+
+// Times of one mode over the rounds.
+struct ModeRuns {
+  StepTimer timer;
+  std::vector<double> e2e, e2e_cpu;  // per timed round
+  std::string trace;
+  int64_t device_peak = 0;
+  int64_t rss_after_first = 0;  // process peak RSS when its first generation ended
+};
+
+// Every mode runs once per round, the rounds one after the other, and the
+// order within a round rotates (round r starts at mode r mod n): a machine
+// that gets slower or faster during the run shifts every mode alike rather
+// than the ones that came last, which is what makes the paired mixed / W8A8
+// ratio worth printing on a shared machine.
+std::vector<ModeRuns> time_modes(const std::vector<ModeToRun>& modes, const GenerateRequest& request, int warmup,
+                                 int repeat) {
+  std::vector<ModeRuns> runs(modes.size());
+  const std::size_t n_modes = modes.size();
+  for (int round = 0; round < warmup + repeat; ++round) {
+    const bool timed = round >= warmup;
+    for (std::size_t j = 0; j < n_modes; ++j) {
+      const std::size_t i = (std::size_t(round) + j) % n_modes;
+      const ModeToRun& m = modes[i];
+      ModeRuns& mr = runs[i];
+      GenerateRequest r = request;
+      r.policy = m.policy;
+      m.model->reset_device_memory_peak();
+      StepTimer warm;
+      const auto t0 = Clock::now();
+      const double cpu0 = process_cpu_ms();
+      const GenerateResult result = m.model->generate(r, timed ? mr.timer.callbacks() : warm.callbacks());
+      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      mr.trace = trace_string(result.trace);
+      mr.device_peak = std::max(mr.device_peak, m.model->device_memory_peak_bytes());
+      if (mr.rss_after_first == 0) mr.rss_after_first = peak_rss_bytes();
+      if (timed) {
+        mr.e2e.push_back(seconds);
+        mr.e2e_cpu.push_back((process_cpu_ms() - cpu0) * 1e-3);
+      }
+    }
+  }
+  return runs;
+}
+
+// The PyTorch eager peer on the same checkpoint, prompt, noise shape and
+// timesteps: its result line, or {"error": why it did not run}.
+json run_peer(const BenchOptions& opt, const GeneratePlan& base, const PeerSettings& settings, std::FILE* out) {
+  const bool gpu = opt.runtime.device != Device::Cpu;
+  const auto [C, T, H, W] = base.latent_shape;
+  const double guidance = base.guidance;
+  json peer;
+  const std::optional<std::string> script = opt.no_peer || gpu ? std::nullopt : find_peer_script(opt);
+  if (opt.no_peer) {
+    peer = {{"error", "skipped (--no-peer)"}};
+  } else if (gpu) {
+    peer = {{"error",
+             "skipped on --device cuda (the PyTorch peer runs on the CPU; bench/cuda-device-check.sh compares "
+             "with PyTorch on the same GPU)"}};
+  } else if (!script) {
+    peer = {{"error", "bench/peer_generate.py not found (run from the repository root or pass --peer-script)"}};
+  } else if (access(settings.python.c_str(), X_OK) != 0) {
+    peer = {{"error", settings.python + " not found"}};
+  } else {
+    std::ostringstream ts, sig;
+    ts.precision(17);
+    sig.precision(9);
+    for (std::size_t i = 0; i < base.timesteps.size(); ++i) ts << (i ? "," : "") << base.timesteps[i];
+    for (std::size_t i = 0; i < base.sigmas.size(); ++i) sig << (i ? "," : "") << base.sigmas[i];
+    const std::string cmd =
+        shell_quote(settings.python) + " " + shell_quote(*script) + " --model " +
+        shell_quote(opt.reference_dir.value_or(opt.model_dir)) + " --cond-ids " + join_ids(base.cond_ids) +
+        (base.uncond_ids.empty() ? "" : " --uncond-ids " + join_ids(base.uncond_ids)) + " --latent-shape " +
+        std::to_string(C) + "," + std::to_string(T) + "," + std::to_string(H) + "," + std::to_string(W) +
+        " --guidance " + std::to_string(guidance) + " --timesteps " + ts.str() + " --sigmas " + sig.str() +
+        " --repeat " + std::to_string(opt.repeat) + " --warmup " + std::to_string(opt.warmup) + " --threads " +
+        std::to_string(settings.threads) + " --dtype " + shell_quote(settings.dtype) + " 2>&1";
+    std::fflush(out);
+    std::string output, last_json;
+    if (FILE* pipe = popen(cmd.c_str(), "r")) {
+      std::array<char, 4096> buf;
+      while (fgets(buf.data(), int(buf.size()), pipe)) output += buf.data();
+      const int status = pclose(pipe);
+      std::istringstream lines(output);
+      std::string line;
+      std::string last_line;
+      while (std::getline(lines, line)) {
+        if (!line.empty() && line[0] == '{') last_json = line;
+        if (!line.empty()) last_line = line;
+      }
+      try {
+        peer = last_json.empty() ? json{{"error", "no result: " + last_line}} : json::parse(last_json);
+      } catch (const json::exception&) {
+        peer = {{"error", "unreadable result: " + last_json}};
+      }
+      if (status != 0 && !peer.contains("error")) peer["error"] = "exit status " + std::to_string(status);
+    } else {
+      peer = {{"error", "cannot start " + settings.python}};
+    }
+  }
+  return peer;
+}
+
+// The peer's row beside the modes', and each mode's speed-up over it
+// (report["speedup_vs_peer"]).
+void report_peer(const json& peer, int steps, const std::vector<std::pair<std::string, double>>& e2e_median,
+                 json& report, std::FILE* out) {
+  if (peer.contains("error")) {
+    std::fprintf(out, "peer: not run: %s\n", peer["error"].get<std::string>().c_str());
+  } else {
+    const double peer_e2e = peer["end_to_end_s"]["median"].get<double>();
+    const json& s = peer["step_ms"];
+    char ms[64];
+    std::snprintf(ms, sizeof ms, "%.2f [%.2f, %.2f]", s["median"].get<double>(), s["p10"].get<double>(),
+                  s["p90"].get<double>());
+    const std::string name = "pytorch " + peer.value("dtype", std::string("?"));
+    std::fprintf(out, "%-20s %-26s %24s %11s %9.4g %8.4g %9.4g %9.1f %10s\n", name.c_str(),
+                 ("eager, " + std::to_string(peer.value("threads", 0)) + " threads").c_str(), ms, "-", peer_e2e,
+                 steps / peer_e2e, 1.0 / peer_e2e, double(peer.value("peak_rss_bytes", int64_t(0))) / (1 << 20), "-");
+    std::string libs;
+    for (const json& lib : peer.value("blas", json::array()))
+      libs.append(" ").append(fs::path(lib.get<std::string>()).filename().string());
+    std::fprintf(out, "peer: torch %s, %s, weights: %s, CFG batched: %s, libraries:%s\n",
+                 peer.value("torch", std::string("?")).c_str(), peer.value("dtype", std::string("?")).c_str(),
+                 peer.value("weights", std::string("?")).c_str(), peer.value("cfg_batched", false) ? "yes" : "no",
+                 libs.empty() ? " ?" : libs.c_str());
+    json ratios = json::object();
+    std::fprintf(out, "speed-up over the peer (end-to-end):");
+    for (const auto& [name_, e2e] : e2e_median) {
+      ratios[name_] = peer_e2e / e2e;
+      std::fprintf(out, " %s %.2fx", name_.c_str(), peer_e2e / e2e);
+    }
+    std::fprintf(out, "\n");
+    report["speedup_vs_peer"] = ratios;
+  }
+}
+
+}  // namespace
+
+void bench(const BenchOptions& opt, std::FILE* out) {
+  const PeerSettings peer_settings = check_bench_options(opt);
+  const bool gpu = opt.runtime.device != Device::Cpu;
 
   // --json is checked before anything runs and written whole at the end.
   OutputSet outputs;
@@ -238,43 +390,8 @@ void bench(const BenchOptions& opt, std::FILE* out) {
                  {"hardware_threads", std::thread::hardware_concurrency()},
                  {"load_average_1m", have_load ? json(load[0]) : json()},
                  {"peak_rss_bytes_after_load", rss_after_load}};
-  // Every mode runs once per round, the rounds one after the other, and the
-  // order within a round rotates (round r starts at mode r mod n): a machine
-  // that gets slower or faster during the run shifts every mode alike rather
-  // than the ones that came last, which is what makes the paired mixed /
-  // W8A8 ratio below worth printing on a shared machine.
-  struct ModeRuns {
-    StepTimer timer;
-    std::vector<double> e2e, e2e_cpu;  // per timed round
-    std::string trace;
-    int64_t device_peak = 0;
-    int64_t rss_after_first = 0;  // process peak RSS when its first generation ended
-  };
-  std::vector<ModeRuns> runs(modes.size());
+  const std::vector<ModeRuns> runs = time_modes(modes, request, opt.warmup, opt.repeat);
   const std::size_t n_modes = modes.size();
-  for (int round = 0; round < opt.warmup + opt.repeat; ++round) {
-    const bool timed = round >= opt.warmup;
-    for (std::size_t j = 0; j < n_modes; ++j) {
-      const std::size_t i = (std::size_t(round) + j) % n_modes;
-      const ModeToRun& m = modes[i];
-      ModeRuns& mr = runs[i];
-      GenerateRequest r = request;
-      r.policy = m.policy;
-      m.model->reset_device_memory_peak();
-      StepTimer warm;
-      const auto t0 = Clock::now();
-      const double cpu0 = process_cpu_ms();
-      const GenerateResult result = m.model->generate(r, timed ? mr.timer.callbacks() : warm.callbacks());
-      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      mr.trace = trace_string(result.trace);
-      mr.device_peak = std::max(mr.device_peak, m.model->device_memory_peak_bytes());
-      if (mr.rss_after_first == 0) mr.rss_after_first = peak_rss_bytes();
-      if (timed) {
-        mr.e2e.push_back(seconds);
-        mr.e2e_cpu.push_back((process_cpu_ms() - cpu0) * 1e-3);
-      }
-    }
-  }
 
   json modes_json = json::array();
   std::vector<std::pair<std::string, double>> e2e_median;  // in table order
@@ -341,83 +458,8 @@ void bench(const BenchOptions& opt, std::FILE* out) {
     std::fprintf(out, "\n");
   }
 
-  // The PyTorch eager peer on the same checkpoint, prompt, noise shape and timesteps.
-  json peer;
-  const std::optional<std::string> script = opt.no_peer || gpu ? std::nullopt : find_peer_script(opt);
-  if (opt.no_peer) {
-    peer = {{"error", "skipped (--no-peer)"}};
-  } else if (gpu) {
-    peer = {{"error", "skipped on --device cuda (the PyTorch peer runs on the CPU; bench/cuda-device-check.sh compares "
-                      "with PyTorch on the same GPU)"}};
-  } else if (!script) {
-    peer = {{"error", "bench/peer_generate.py not found (run from the repository root or pass --peer-script)"}};
-  } else if (access(python.c_str(), X_OK) != 0) {
-    peer = {{"error", python + " not found"}};
-  } else {
-    std::ostringstream ts, sig;
-    ts.precision(17);
-    sig.precision(9);
-    for (std::size_t i = 0; i < base.timesteps.size(); ++i) ts << (i ? "," : "") << base.timesteps[i];
-    for (std::size_t i = 0; i < base.sigmas.size(); ++i) sig << (i ? "," : "") << base.sigmas[i];
-    const std::string cmd =
-        shell_quote(python) + " " + shell_quote(*script) + " --model " +
-        shell_quote(opt.reference_dir.value_or(opt.model_dir)) + " --cond-ids " + join_ids(base.cond_ids) +
-        (base.uncond_ids.empty() ? "" : " --uncond-ids " + join_ids(base.uncond_ids)) + " --latent-shape " +
-        std::to_string(C) + "," + std::to_string(T) + "," + std::to_string(H) + "," + std::to_string(W) +
-        " --guidance " + std::to_string(guidance) + " --timesteps " + ts.str() + " --sigmas " + sig.str() +
-        " --repeat " + std::to_string(opt.repeat) + " --warmup " + std::to_string(opt.warmup) + " --threads " +
-        std::to_string(peer_threads) + " --dtype " + shell_quote(peer_dtype) + " 2>&1";
-    std::fflush(out);
-    std::string output, last_json;
-    if (FILE* pipe = popen(cmd.c_str(), "r")) {
-      std::array<char, 4096> buf;
-      while (fgets(buf.data(), int(buf.size()), pipe)) output += buf.data();
-      const int status = pclose(pipe);
-      std::istringstream lines(output);
-      std::string line;
-      std::string last_line;
-      while (std::getline(lines, line)) {
-        if (!line.empty() && line[0] == '{') last_json = line;
-        if (!line.empty()) last_line = line;
-      }
-      try {
-        peer = last_json.empty() ? json{{"error", "no result: " + last_line}} : json::parse(last_json);
-      } catch (const json::exception&) {
-        peer = {{"error", "unreadable result: " + last_json}};
-      }
-      if (status != 0 && !peer.contains("error")) peer["error"] = "exit status " + std::to_string(status);
-    } else {
-      peer = {{"error", "cannot start " + python}};
-    }
-  }
-  if (peer.contains("error")) {
-    std::fprintf(out, "peer: not run: %s\n", peer["error"].get<std::string>().c_str());
-  } else {
-    const double peer_e2e = peer["end_to_end_s"]["median"].get<double>();
-    const json& s = peer["step_ms"];
-    char ms[64];
-    std::snprintf(ms, sizeof ms, "%.2f [%.2f, %.2f]", s["median"].get<double>(), s["p10"].get<double>(),
-                  s["p90"].get<double>());
-    const std::string name = "pytorch " + peer.value("dtype", std::string("?"));
-    std::fprintf(out, "%-20s %-26s %24s %11s %9.4g %8.4g %9.4g %9.1f %10s\n", name.c_str(),
-                ("eager, " + std::to_string(peer.value("threads", 0)) + " threads").c_str(), ms, "-", peer_e2e,
-                steps / peer_e2e, 1.0 / peer_e2e, double(peer.value("peak_rss_bytes", int64_t(0))) / (1 << 20), "-");
-    std::string libs;
-    for (const json& lib : peer.value("blas", json::array()))
-      libs += " " + fs::path(lib.get<std::string>()).filename().string();
-    std::fprintf(out, "peer: torch %s, %s, weights: %s, CFG batched: %s, libraries:%s\n",
-                peer.value("torch", std::string("?")).c_str(), peer.value("dtype", std::string("?")).c_str(),
-                peer.value("weights", std::string("?")).c_str(), peer.value("cfg_batched", false) ? "yes" : "no",
-                libs.empty() ? " ?" : libs.c_str());
-    json ratios = json::object();
-    std::fprintf(out, "speed-up over the peer (end-to-end):");
-    for (const auto& [name_, e2e] : e2e_median) {
-      ratios[name_] = peer_e2e / e2e;
-      std::fprintf(out, " %s %.2fx", name_.c_str(), peer_e2e / e2e);
-    }
-    std::fprintf(out, "\n");
-    report["speedup_vs_peer"] = ratios;
-  }
+  const json peer = run_peer(opt, base, peer_settings, out);
+  report_peer(peer, steps, e2e_median, report, out);
   report["peer"] = peer;
   if (opt.json_file) {
     outputs.stage_file(json_out, report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
