@@ -26,7 +26,6 @@ void add_bench_command(CLI::App& app) {
   BenchOptions& o = c->options;
   CLI::App* cmd =
       app.add_subcommand("bench", "Latency, throughput and memory per precision mode, and a PyTorch eager peer");
-  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("-m,--model", o.model_dir, "Model directory (FP8: w8a16, w8a8, mixed; BF16: bf16)")->required();
   cmd->add_option("--reference", o.reference_dir, "BF16 original of an FP8 --model: adds the bf16 row");
   add_request_options(*cmd, c->request, kPromptText | kNegativePrompt | kGeometry | kSampling | kSchedulerConfig);

@@ -35,7 +35,6 @@ void add_compare_command(CLI::App& app) {
       "class index for classifier accuracy); or JSON lines {\"prompt\": \"...\" | \"ids\": [..], \"label\": K}.\n"
       "Blank lines and lines starting with # are skipped.\n"
       "Writes REPORT_DIR/{report.json, report.md, grid.png, step_error.png} (see README, \"Evidence\").");
-  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("-m,--model", o.model_dir, "ModelOpt FP8 model directory")->required();
   cmd->add_option("--reference", o.reference_dir,
                   "BF16 model directory to compare against (default: W8A16 on every step of --model)");

@@ -44,7 +44,6 @@ void run_forward(const ForwardOptions& opt) {
 void add_forward_command(CLI::App& app) {
   auto opt = std::make_shared<ForwardOptions>();
   CLI::App* cmd = app.add_subcommand("forward", "Run one transformer forward on inputs in the golden file layout");
-  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("-m,--model", opt->model_dir, "Diffusers model directory or transformer folder")->required();
   cmd->add_option("--inputs", opt->inputs,
                   "safetensors with input_ids, position_ids, vision_latent, vision_timesteps, und_len "

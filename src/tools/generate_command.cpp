@@ -272,8 +272,6 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
 void add_generate_command(CLI::App& app) {
   auto opt = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate an image or a video (or latents) with per-step precision");
-  // A later occurrence of an option wins, so scripts can append overrides.
-  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("-m,--model", opt->model_dir, "Diffusers model directory")->required();
   add_request_options(*cmd, opt->request, kPromptText | kNegativePrompt | kGeometry | kSampling | kScheduler |
                                               kSchedulerConfig | kFps);

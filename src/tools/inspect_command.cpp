@@ -46,7 +46,6 @@ void run_inspect(const InspectOptions& opt) {
 void add_inspect_command(CLI::App& app) {
   auto opt = std::make_shared<InspectOptions>();
   CLI::App* cmd = app.add_subcommand("inspect", "Summarise a checkpoint, its step policy and the per-step plan");
-  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("model_dir,-m,--model", opt->model_dir, "Diffusers model directory or transformer folder");
   cmd->add_option("--image", opt->image, "Print the metadata (text chunks) of a PNG instead");
   cmd->add_option("--steps", opt->steps,

@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
   CLI::App app{"stepmix: Cosmos3 ModelOpt FP8 checkpoints with per-step W8A16/W8A8 precision"};
   app.set_version_flag("--version", std::string("stepmix ") + STEPMIX_VERSION);
   app.require_subcommand(1);
+  // In every command a later occurrence of an option wins, so scripts can
+  // append overrides (subcommands inherit their parent's option defaults).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   stepmix::cli::add_inspect_command(app);
   stepmix::cli::add_forward_command(app);
   stepmix::cli::add_generate_command(app);

@@ -17,7 +17,6 @@ namespace stepmix::cli {
 void add_prompt_command(CLI::App& app) {
   auto opt = std::make_shared<PromptOptions>();
   CLI::App* cmd = app.add_subcommand("prompt", "Build the Cosmos3 prompt texts and understanding ids (for checks)");
-  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("-m,--model", opt->model, "Model folder (text_tokenizer/) or tokenizer folder")->required();
   CLI::Option* jsonl = cmd->add_option("--jsonl", opt->jsonl, "Requests, one JSON object per line ('-': standard input)");
   const std::vector<CLI::Option*> request = {

@@ -47,7 +47,6 @@ void run_quantize(QuantizeCommand& c) {
 void add_quantize_command(CLI::App& app) {
   auto c = std::make_shared<QuantizeCommand>();
   CLI::App* cmd = app.add_subcommand("quantize", "Quantize a BF16 checkpoint to ModelOpt FP8 with static calibration");
-  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("-m,--model", c->options.model_dir, "BF16 Diffusers model directory")->required();
   cmd->add_option("-o,--out", c->options.out_dir, "Output directory (must not exist)")->required();
   cmd->add_option("--calib-prompts", c->options.calib_prompts,

@@ -18,7 +18,6 @@ namespace stepmix::cli {
 void add_tokenize_command(CLI::App& app) {
   auto opt = std::make_shared<TokenizeOptions>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Encode text or decode ids with a tokenizer.json (for checks)");
-  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("--tokenizer", opt->tokenizer, "Tokenizer folder, model folder or tokenizer.json")->required();
   cmd->add_option("--text", opt->text, "Text to encode");
   cmd->add_option("--ids", opt->ids, "Ids to decode: 1,2,3");

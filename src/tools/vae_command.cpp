@@ -41,7 +41,6 @@ struct VaeCliOptions {
 };
 
 void add_common(CLI::App& cmd, VaeCliOptions& o) {
-  cmd.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd.add_option("--vae", o.vae, "vae folder (config.json + *.safetensors) or a model folder with vae/")->required();
   cmd.add_option("--activations", o.activations,
                  "f32 (matches float32 references) or bf16 (bf16 convolution operands, float32 sums). " +
