@@ -308,6 +308,94 @@ void report_peer(const json& peer, int steps, const std::vector<std::pair<std::s
   }
 }
 
+// The modes bench times: the BF16 reference (--reference), then BF16 for a
+// dense --model, else W8A16 and W8A8 everywhere and the mixed schedule (the
+// checkpoint's, or the forced 3/3 default). Every plan is checked here.
+std::vector<ModeToRun> modes_to_time(Model& model, std::optional<Model>& reference, const BenchOptions& opt,
+                                     const GeneratePlan& base, const GenerateRequest& request) {
+  const int steps = base.steps;
+  std::vector<ModeToRun> modes;
+  if (opt.reference_dir) {
+    reference.emplace(Model::open(*opt.reference_dir, reference_options(opt.runtime)));
+    if (reference->info().has_fp8)
+      throw Error("bench", "--reference " + *opt.reference_dir + " is not a BF16 checkpoint");
+    modes.push_back({"bf16", &*reference, {}});
+  }
+  if (!model.info().has_fp8) {
+    if (opt.reference_dir) throw Error("bench", "--reference is for an FP8 --model; this one is BF16 already");
+    modes.push_back({"bf16", &model, {}});
+  } else {
+    modes.push_back({"w8a16", &model, {MixedPrecisionMode::Fp8, steps, 0, TowerMode::A16, std::nullopt}});
+    modes.push_back({"w8a8", &model, {MixedPrecisionMode::None, {}, {}, {}, {}}});
+    const bool own = base.policy.enabled && request.policy.mode == MixedPrecisionMode::Auto;
+    modes.push_back({own ? "mixed" : "mixed (forced 3/3)", &model,
+                     own ? PolicyOverrides{} : PolicyOverrides{MixedPrecisionMode::Fp8, {}, {}, {}, {}}});
+  }
+  for (const ModeToRun& m : modes) {
+    GenerateRequest r = request;
+    r.policy = m.policy;
+    m.model->plan(r);  // every mode's plan is valid before anything is timed
+  }
+  return modes;
+}
+
+// One mode's row of the table and its entry in the JSON report.
+json report_mode(const ModeToRun& m, const ModeRuns& mr, int steps, std::FILE* out) {
+  const StepTimer& timer = mr.timer;
+  json by_precision = json::object(), cpu_by_precision = json::object();
+  for (const auto& [token, v] : timer.by_precision) by_precision[token] = median(v);
+  for (const auto& [token, v] : timer.cpu_by_precision) cpu_by_precision[token] = median(v);
+  const double e2e_med = median(mr.e2e);
+  const int64_t weights = m.model->weight_bytes_resident();
+  json j = {{"name", m.name},
+            {"trace", mr.trace},
+            {"step_ms", spread(timer.step_ms)},
+            {"step_ms_median_by_precision", by_precision},
+            {"step_cpu_ms", spread(timer.step_cpu_ms)},
+            {"step_cpu_ms_median_by_precision", cpu_by_precision},
+            {"end_to_end_s", spread(mr.e2e)},
+            {"end_to_end_cpu_s", spread(mr.e2e_cpu)},
+            {"steps_per_s", steps / e2e_med},
+            {"images_per_s", 1.0 / e2e_med},
+            {"peak_rss_bytes", mr.rss_after_first},
+            {"weight_bytes_resident", weights},
+            {"weight_cache_bytes", m.model->weight_cache_bytes()},
+            {"peak_device_memory_bytes", mr.device_peak}};
+  const json& s = j["step_ms"];
+  char ms[64];
+  std::snprintf(ms, sizeof ms, "%.2f [%.2f, %.2f]", s["median"].get<double>(), s["p10"].get<double>(),
+                s["p90"].get<double>());
+  std::fprintf(out, "%-20s %-26s %24s %11.2f %9.4g %8.4g %9.4g %9.1f %10.2f\n", m.name.c_str(), mr.trace.c_str(), ms,
+               median(timer.step_cpu_ms), e2e_med, steps / e2e_med, 1.0 / e2e_med,
+               double(mr.rss_after_first) / (1 << 20), double(weights) / (1 << 20));
+  return j;
+}
+
+// What the step policy costs over running every step W8A8: per round, the
+// mixed generation's time over the W8A8 one of the same round.
+void report_mixed_overhead(const std::vector<ModeToRun>& modes, const std::vector<ModeRuns>& runs, json& report,
+                           std::FILE* out) {
+  const std::size_t n_modes = modes.size();
+  const auto index_of = [&](std::string_view prefix) -> std::optional<std::size_t> {
+    for (std::size_t i = 0; i < n_modes; ++i)
+      if (modes[i].name.starts_with(prefix)) return i;
+    return std::nullopt;
+  };
+  if (const auto mixed = index_of("mixed"), w8a8 = index_of("w8a8"); mixed && w8a8) {
+    std::vector<double> wall, cpu;
+    for (std::size_t r = 0; r < runs[*mixed].e2e.size(); ++r) {
+      wall.push_back(runs[*mixed].e2e[r] / runs[*w8a8].e2e[r] - 1);
+      cpu.push_back(runs[*mixed].e2e_cpu[r] / runs[*w8a8].e2e_cpu[r] - 1);
+    }
+    report["mixed_over_w8a8"] = {{"end_to_end", spread(wall)}, {"cpu", spread(cpu)}};
+    std::fprintf(out,
+                 "%s over w8a8: %+.1f%% end-to-end, %+.1f%% CPU time (median of %zu paired rounds; wall range "
+                 "[%+.1f%%, %+.1f%%])\n",
+                 modes[*mixed].name.c_str(), 100 * median(wall), 100 * median(cpu), wall.size(),
+                 100 * quantile(wall, 0), 100 * quantile(wall, 1));
+  }
+}
+
 }  // namespace
 
 void bench(const BenchOptions& opt, std::FILE* out) {
@@ -335,34 +423,13 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   request = sampled_exactly(request, base);
 
   std::optional<Model> reference;
-  std::vector<ModeToRun> modes;
-  if (opt.reference_dir) {
-    reference.emplace(Model::open(*opt.reference_dir, reference_options(opt.runtime)));
-    if (reference->info().has_fp8)
-      throw Error("bench", "--reference " + *opt.reference_dir + " is not a BF16 checkpoint");
-    modes.push_back({"bf16", &*reference, {}});
-  }
-  if (!model.info().has_fp8) {
-    if (opt.reference_dir) throw Error("bench", "--reference is for an FP8 --model; this one is BF16 already");
-    modes.push_back({"bf16", &model, {}});
-  } else {
-    modes.push_back({"w8a16", &model, {MixedPrecisionMode::Fp8, steps, 0, TowerMode::A16, std::nullopt}});
-    modes.push_back({"w8a8", &model, {MixedPrecisionMode::None, {}, {}, {}, {}}});
-    const bool own = base.policy.enabled && request.policy.mode == MixedPrecisionMode::Auto;
-    modes.push_back({own ? "mixed" : "mixed (forced 3/3)", &model,
-                     own ? PolicyOverrides{} : PolicyOverrides{MixedPrecisionMode::Fp8, {}, {}, {}, {}}});
-  }
-  for (const ModeToRun& m : modes) {
-    GenerateRequest r = request;
-    r.policy = m.policy;
-    m.model->plan(r);  // every mode's plan is valid before anything is timed
-  }
+  const std::vector<ModeToRun> modes = modes_to_time(model, reference, opt, base, request);
 
   const auto [C, T, H, W] = base.latent_shape;
   // A GPU run starts no CPU thread pool: the device is what runs it.
   const int threads = ThreadPool::configured_size();
-  const std::string runs_on = gpu ? "device " + std::string(device_name(opt.runtime.device))
-                                  : "threads " + std::to_string(threads);
+  const std::string runs_on =
+      gpu ? "device " + std::string(device_name(opt.runtime.device)) : "threads " + std::to_string(threads);
   std::fprintf(out, "bench: %s  steps %d  guidance %g  latent %lld,%lld,%lld,%lld  repeat %d (+%d warm-up)  %s\n",
                opt.model_dir.c_str(), steps, guidance, (long long)C, (long long)T, (long long)H, (long long)W,
                opt.repeat, opt.warmup, runs_on.c_str());
@@ -371,7 +438,8 @@ void bench(const BenchOptions& opt, std::FILE* out) {
   const bool have_load = getloadavg(load, 1) == 1;
   const unsigned cores = std::thread::hardware_concurrency();
   if (have_load && cores && load[0] > cores)
-    std::fprintf(out, "warning: load average %.1f on %u hardware threads: other jobs share the CPU; timings are contended\n",
+    std::fprintf(out,
+                 "warning: load average %.1f on %u hardware threads: other jobs share the CPU; timings are contended\n",
                  load[0], cores);
   std::fprintf(out, "%-20s %-26s %24s %11s %9s %8s %9s %9s %10s\n", "mode", "trace", "ms/step median [p10,p90]",
                "cpu ms/step", "e2e s", "steps/s", "images/s", "peak MiB", "weights MiB");
@@ -391,63 +459,14 @@ void bench(const BenchOptions& opt, std::FILE* out) {
                  {"load_average_1m", have_load ? json(load[0]) : json()},
                  {"peak_rss_bytes_after_load", rss_after_load}};
   const std::vector<ModeRuns> runs = time_modes(modes, request, opt.warmup, opt.repeat);
-  const std::size_t n_modes = modes.size();
 
   json modes_json = json::array();
   std::vector<std::pair<std::string, double>> e2e_median;  // in table order
-  for (std::size_t i = 0; i < n_modes; ++i) {
-    const ModeToRun& m = modes[i];
-    const ModeRuns& mr = runs[i];
-    const StepTimer& timer = mr.timer;
-    json by_precision = json::object(), cpu_by_precision = json::object();
-    for (const auto& [token, v] : timer.by_precision) by_precision[token] = median(v);
-    for (const auto& [token, v] : timer.cpu_by_precision) cpu_by_precision[token] = median(v);
-    const double e2e_med = median(mr.e2e);
-    e2e_median.emplace_back(m.name, e2e_med);
-    const int64_t weights = m.model->weight_bytes_resident();
-    json j = {{"name", m.name},
-              {"trace", mr.trace},
-              {"step_ms", spread(timer.step_ms)},
-              {"step_ms_median_by_precision", by_precision},
-              {"step_cpu_ms", spread(timer.step_cpu_ms)},
-              {"step_cpu_ms_median_by_precision", cpu_by_precision},
-              {"end_to_end_s", spread(mr.e2e)},
-              {"end_to_end_cpu_s", spread(mr.e2e_cpu)},
-              {"steps_per_s", steps / e2e_med},
-              {"images_per_s", 1.0 / e2e_med},
-              {"peak_rss_bytes", mr.rss_after_first},
-              {"weight_bytes_resident", weights},
-              {"weight_cache_bytes", m.model->weight_cache_bytes()},
-              {"peak_device_memory_bytes", mr.device_peak}};
-    const json& s = j["step_ms"];
-    char ms[64];
-    std::snprintf(ms, sizeof ms, "%.2f [%.2f, %.2f]", s["median"].get<double>(), s["p10"].get<double>(),
-                  s["p90"].get<double>());
-    std::fprintf(out, "%-20s %-26s %24s %11.2f %9.4g %8.4g %9.4g %9.1f %10.2f\n", m.name.c_str(), mr.trace.c_str(), ms,
-                 median(timer.step_cpu_ms), e2e_med, steps / e2e_med, 1.0 / e2e_med, double(mr.rss_after_first) / (1 << 20),
-                 double(weights) / (1 << 20));
-    modes_json.push_back(j);
+  for (std::size_t i = 0; i < modes.size(); ++i) {
+    modes_json.push_back(report_mode(modes[i], runs[i], steps, out));
+    e2e_median.emplace_back(modes[i].name, median(runs[i].e2e));
   }
-  // What the step policy costs over running every step W8A8: per round, the
-  // mixed generation's time over the W8A8 one of the same round.
-  const auto index_of = [&](std::string_view prefix) -> std::optional<std::size_t> {
-    for (std::size_t i = 0; i < n_modes; ++i)
-      if (modes[i].name.starts_with(prefix)) return i;
-    return std::nullopt;
-  };
-  if (const auto mixed = index_of("mixed"), w8a8 = index_of("w8a8"); mixed && w8a8) {
-    std::vector<double> wall, cpu;
-    for (std::size_t r = 0; r < runs[*mixed].e2e.size(); ++r) {
-      wall.push_back(runs[*mixed].e2e[r] / runs[*w8a8].e2e[r] - 1);
-      cpu.push_back(runs[*mixed].e2e_cpu[r] / runs[*w8a8].e2e_cpu[r] - 1);
-    }
-    report["mixed_over_w8a8"] = {{"end_to_end", spread(wall)}, {"cpu", spread(cpu)}};
-    std::fprintf(out,
-                 "%s over w8a8: %+.1f%% end-to-end, %+.1f%% CPU time (median of %zu paired rounds; wall range "
-                 "[%+.1f%%, %+.1f%%])\n",
-                 modes[*mixed].name.c_str(), 100 * median(wall), 100 * median(cpu), wall.size(),
-                 100 * quantile(wall, 0), 100 * quantile(wall, 1));
-  }
+  report_mixed_overhead(modes, runs, report, out);
   report["modes"] = modes_json;
   if (opt.runtime.device == Device::Cuda) {
     // Device buffers held at once during each mode's runs (the CUDA context is extra).

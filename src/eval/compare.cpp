@@ -133,10 +133,8 @@ void print_summary(std::FILE* f, const json& report, const std::string& out_dir)
   std::fprintf(f, "report: %s (report.md, report.json, grid.png, step_error.png)\n", out_dir.c_str());
 }
 
-}  // namespace
-
-void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cancel) {
-  // Cheap checks first, so a bad option never waits for a model load.
+// Cheap checks first, so a bad option never waits for a model load.
+void check_compare_options(const CompareOptions& opt) {
   if (opt.seeds < 1 || opt.seeds > 10000)
     throw Error("compare", "--seeds: expected an integer in [1, 10000], got " + std::to_string(opt.seeds));
   if (opt.request.steps) check_steps_value(*opt.request.steps, "compare", "--steps");
@@ -159,33 +157,13 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
     parse_first_last(p);
     if (!seen.insert(p).second) throw Error("compare", "--policy " + p + " is given twice");
   }
-  // The report folder is checked now, before any sampling: --force replaces
-  // only a folder stepmix wrote (io/output_set.hpp).
-  OutputSet outputs;
-  outputs.add_input("--prompts", opt.prompts_file);
-  outputs.add_input("--model", opt.model_dir);
-  if (opt.reference_dir) outputs.add_input("--reference", *opt.reference_dir);
-  const OutputSet::Id report_folder = outputs.add_folder("--out", opt.out_dir, opt.force, "--force");
-  outputs.validate();
+}
 
-  const auto start = std::chrono::steady_clock::now();
-  Model model = Model::open(opt.model_dir, opt.runtime);
-  if (!model.info().has_fp8)
-    throw Error("compare", "--model " + opt.model_dir +
-                               " has no FP8 Linears: compare needs a ModelOpt FP8 checkpoint (stepmix quantize makes "
-                               "one); pass the BF16 original as --reference");
-
-  CompareSetup setup;
-  setup.model = opt.model_dir;
-  setup.seeds = opt.seeds;
-  setup.diff_gain = opt.diff_gain;
-  setup.notes.push_back("Linear activations: " + std::string(activation_dtype_name(opt.runtime.activations)) +
-                        " in every mode, the reference too (--activations).");
-  setup.prompts = read_compare_prompts(opt.prompts_file,
-                                       [&](const std::string& t) { return model.encode_prompt(t, opt.request); });
-
-  // Every mode samples the same request; only the policy (and the model) differ.
-  GenerateRequest request = opt.request;
+// The plan every mode samples (the first prompt under --model's defaults);
+// setup records what the report says of it. request becomes the request
+// each image samples, fixed to that plan.
+GeneratePlan plan_comparison(Model& model, const CompareOptions& opt, CompareSetup& setup, GenerateRequest& request) {
+  request = opt.request;
   request.prompt.reset();
   request.prompt_ids = setup.prompts.front().ids;
   const GeneratePlan base = model.plan(request);
@@ -205,9 +183,14 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
     setup.notes.push_back("latent-space model without vae/: metrics and pictures use the final latent");
   // The reference model samples exactly what --model does, whatever its own defaults.
   request = sampled_exactly(request, base);
+  return base;
+}
 
-  // The reference: the BF16 checkpoint, else W8A16 on every step of --model.
-  std::optional<Model> reference;
+// The columns: the reference (the BF16 checkpoint, else W8A16 on every step
+// of --model), W8A16 beside a BF16 reference, W8A8, the mixed schedule and
+// each extra --policy.
+std::vector<PreparedMode> prepare_modes(Model& model, std::optional<Model>& reference, const CompareOptions& opt,
+                                        const GenerateRequest& request, const GeneratePlan& base, CompareSetup& setup) {
   const PolicyOverrides all_a16{MixedPrecisionMode::Fp8, base.steps, 0, TowerMode::A16, std::nullopt};
   std::vector<PreparedMode> modes;
   if (opt.reference_dir) {
@@ -245,18 +228,17 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
                      "W8A16 on the first " + std::to_string(first) + " and last " + std::to_string(last) + " steps",
                      {MixedPrecisionMode::Fp8, first, last, {}, {}}));
   }
+  return modes;
+}
 
-  const auto [C, T, H, W] = base.latent_shape;
-  const std::optional<MlpClassifier> classifier = find_classifier(opt, C * T * H * W, setup);
-  if (classifier)
-    for (std::size_t p = 0; p < setup.prompts.size(); ++p)
-      if (setup.prompts[p].label && *setup.prompts[p].label >= int(classifier->classes().size()))
-        throw Error("compare", opt.prompts_file + ": prompt " + std::to_string(p + 1) + " has label " +
-                                   std::to_string(*setup.prompts[p].label) + "; the classifier has " +
-                                   std::to_string(classifier->classes().size()) + " classes");
-
+// Every image (prompt x seed) under every mode: the final latents, each
+// step's error against the reference's latent at that step, and the
+// classifier's predictions (-1 without one).
+CompareRun sample_modes(const std::vector<PreparedMode>& modes, const CompareSetup& setup, int seeds,
+                        GenerateRequest request, const std::optional<MlpClassifier>& classifier,
+                        const CancelToken* cancel) {
   CompareRun run;
-  const std::size_t images = setup.prompts.size() * std::size_t(opt.seeds);
+  const std::size_t images = setup.prompts.size() * std::size_t(seeds);
   for (const PreparedMode& m : modes) run.modes.push_back(m.info);
   run.outputs.assign(modes.size(), {});
   run.step_error.assign(modes.size(), {});
@@ -265,8 +247,8 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
   const bool tty = isatty(STDERR_FILENO);
   try {
     for (std::size_t i = 0; i < images; ++i) {
-      request.prompt_ids = setup.prompts[i / std::size_t(opt.seeds)].ids;
-      request.seed = i % std::size_t(opt.seeds);
+      request.prompt_ids = setup.prompts[i / std::size_t(seeds)].ids;
+      request.seed = i % std::size_t(seeds);
       std::vector<std::vector<float>> reference_steps;
       for (std::size_t m = 0; m < modes.size(); ++m) {
         if (tty) std::fprintf(stderr, "\rimage %zu/%zu  %-20s", i + 1, images, modes[m].info.name.c_str());
@@ -299,12 +281,60 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
     throw;
   }
   if (tty) std::fprintf(stderr, "\r%60s\r", "");
+  return run;
+}
 
+}  // namespace
+
+void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cancel) {
+  check_compare_options(opt);
+  // The report folder is checked now, before any sampling: --force replaces
+  // only a folder stepmix wrote (io/output_set.hpp).
+  OutputSet outputs;
+  outputs.add_input("--prompts", opt.prompts_file);
+  outputs.add_input("--model", opt.model_dir);
+  if (opt.reference_dir) outputs.add_input("--reference", *opt.reference_dir);
+  const OutputSet::Id report_folder = outputs.add_folder("--out", opt.out_dir, opt.force, "--force");
+  outputs.validate();
+
+  const auto start = std::chrono::steady_clock::now();
+  Model model = Model::open(opt.model_dir, opt.runtime);
+  if (!model.info().has_fp8)
+    throw Error("compare", "--model " + opt.model_dir +
+                               " has no FP8 Linears: compare needs a ModelOpt FP8 checkpoint (stepmix quantize makes "
+                               "one); pass the BF16 original as --reference");
+
+  CompareSetup setup;
+  setup.model = opt.model_dir;
+  setup.seeds = opt.seeds;
+  setup.diff_gain = opt.diff_gain;
+  setup.notes.push_back("Linear activations: " + std::string(activation_dtype_name(opt.runtime.activations)) +
+                        " in every mode, the reference too (--activations).");
+  setup.prompts =
+      read_compare_prompts(opt.prompts_file, [&](const std::string& t) { return model.encode_prompt(t, opt.request); });
+
+  // Every mode samples the same request; only the policy (and the model) differ.
+  GenerateRequest request;
+  const GeneratePlan base = plan_comparison(model, opt, setup, request);
+  std::optional<Model> reference;
+  const std::vector<PreparedMode> modes = prepare_modes(model, reference, opt, request, base, setup);
+
+  const auto [C, T, H, W] = base.latent_shape;
+  const std::optional<MlpClassifier> classifier = find_classifier(opt, C * T * H * W, setup);
+  if (classifier)
+    for (std::size_t p = 0; p < setup.prompts.size(); ++p)
+      if (setup.prompts[p].label && *setup.prompts[p].label >= int(classifier->classes().size()))
+        throw Error("compare", opt.prompts_file + ": prompt " + std::to_string(p + 1) + " has label " +
+                                   std::to_string(*setup.prompts[p].label) + "; the classifier has " +
+                                   std::to_string(classifier->classes().size()) + " classes");
+
+  const CompareRun run = sample_modes(modes, setup, opt.seeds, request, classifier, cancel);
   const json report = compare_report_json(setup, run);
   write_report(outputs.stage_folder(report_folder), setup, run, report);
   outputs.commit();
   print_summary(out, report, opt.out_dir);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::size_t images = setup.prompts.size() * std::size_t(opt.seeds);
   std::fprintf(out, "elapsed: %.1f s (%zu images x %zu runs)\n", seconds, images, modes.size());
 }
 

@@ -107,28 +107,152 @@ std::vector<ComparePrompt> read_compare_prompts(const std::string& path, const P
   return prompts;
 }
 
-json compare_report_json(const CompareSetup& setup, const CompareRun& run) {
-  const std::size_t images = run.image_count();
-  const std::size_t modes = run.modes.size();
-  const auto [C, T, H, W] = setup.latent_shape;
-  if (modes < 2 || images == 0) throw Error("compare", "nothing to report");
+namespace {
 
-  // Per-image metrics against the reference, [mode][image]; mode 0 empty.
-  std::vector<std::vector<double>> mse(modes), mae(modes), ssim_v(modes), psnr(modes);
+// Each mode's per-image metrics against the reference, [mode][image]; mode 0
+// (the reference) is empty.
+struct ImageMetrics {
+  std::vector<std::vector<double>> mse, mae, ssim, psnr;
+};
+
+ImageMetrics measure_images(const CompareSetup& setup, const CompareRun& run) {
+  const std::size_t images = run.image_count(), modes = run.modes.size();
+  const auto [C, T, H, W] = setup.latent_shape;
+  ImageMetrics r{std::vector<std::vector<double>>(modes), std::vector<std::vector<double>>(modes),
+                 std::vector<std::vector<double>>(modes), std::vector<std::vector<double>>(modes)};
   std::vector<PlanarImage> ref(images);
   for (std::size_t i = 0; i < images; ++i) ref[i] = image_from_output(run.outputs[0][i], C, T, H, W);
   for (std::size_t m = 1; m < modes; ++m)
     for (std::size_t i = 0; i < images; ++i) {
       const PlanarImage img = image_from_output(run.outputs[m][i], C, T, H, W);
-      mse[m].push_back(mean_squared_error(img, ref[i]));
-      mae[m].push_back(mean_absolute_error(img, ref[i]));
-      ssim_v[m].push_back(ssim(img, ref[i]));
-      psnr[m].push_back(std::min(kPsnrCapDb, psnr_from_mse(mse[m].back())));
+      r.mse[m].push_back(mean_squared_error(img, ref[i]));
+      r.mae[m].push_back(mean_absolute_error(img, ref[i]));
+      r.ssim[m].push_back(ssim(img, ref[i]));
+      r.psnr[m].push_back(std::min(kPsnrCapDb, psnr_from_mse(r.mse[m].back())));
     }
+  return r;
+}
+
+// Mode m (> 0) beside W8A8-everywhere (column w8a8) on the same prompts and
+// seeds: the median PSNR gain with its bootstrap interval, the share improved.
+json paired_with_w8a8(const ImageMetrics& metrics, std::size_t m, std::size_t w8a8) {
+  const std::size_t images = metrics.psnr[m].size();
+  std::vector<double> gain(images);
+  std::size_t better = 0, better_mae = 0;
+  for (std::size_t i = 0; i < images; ++i) {
+    gain[i] = metrics.psnr[m][i] - metrics.psnr[w8a8][i];
+    better += metrics.mse[m][i] < metrics.mse[w8a8][i];
+    better_mae += metrics.mae[m][i] < metrics.mae[w8a8][i];
+  }
+  const BootstrapInterval ci = bootstrap_median_interval(gain);
+  return {{"median_psnr_gain_db", ci.estimate},
+          {"ci95_db", {ci.low, ci.high}},
+          {"improved_fraction", double(better) / double(images)},
+          {"improved_fraction_mae", double(better_mae) / double(images)}};
+}
+
+// Mode m's pooled metrics, its pairing with W8A8 (w8a8 = 0: no such column)
+// and its step error; all null for the reference.
+void add_mode_metrics(json& j, const ImageMetrics& metrics, const CompareRun& run, std::size_t m, std::size_t w8a8) {
+  if (m == 0) {
+    j["pooled"] = nullptr;
+    j["paired_vs_w8a8"] = nullptr;
+    j["step_error"] = nullptr;
+    return;
+  }
+  const std::size_t images = run.image_count();
+  double mse_sum = 0, mae_sum = 0, ssim_sum = 0;
+  for (std::size_t i = 0; i < images; ++i) {
+    mse_sum += metrics.mse[m][i];
+    mae_sum += metrics.mae[m][i];
+    ssim_sum += metrics.ssim[m][i];
+  }
+  j["pooled"] = {{"psnr_db", finite_or_null(psnr_from_mse(mse_sum / double(images)))},
+                 {"ssim", ssim_sum / double(images)},
+                 {"mae", mae_sum / double(images)},
+                 {"median_image_psnr_db", median(metrics.psnr[m])}};
+  j["paired_vs_w8a8"] = w8a8 && m != w8a8 ? paired_with_w8a8(metrics, m, w8a8) : json();
+  const std::size_t steps = run.step_error[m].front().size();
+  json mean = json::array(), med = json::array();
+  for (std::size_t s = 0; s < steps; ++s) {
+    std::vector<double> at_step(images);
+    double sum = 0;
+    for (std::size_t i = 0; i < images; ++i) sum += at_step[i] = run.step_error[m][i][s];
+    mean.push_back(finite_or_null(sum / double(images)));
+    med.push_back(finite_or_null(median(at_step)));
+  }
+  j["step_error"] = {{"mean", mean}, {"median", med}};
+}
+
+// Mode m's classifier accuracy (over labelled images) and agreement with the
+// reference's predictions.
+json classifier_json(const CompareSetup& setup, const CompareRun& run, std::size_t m, std::size_t labelled) {
+  const std::size_t images = run.image_count();
+  std::size_t correct = 0, agree = 0;
+  for (std::size_t i = 0; i < images; ++i) {
+    const auto& label = setup.prompts[i / std::size_t(setup.seeds)].label;
+    if (label && run.predicted[m][i] == *label) ++correct;
+    if (run.predicted[m][i] == run.predicted[0][i]) ++agree;
+  }
+  return {{"accuracy", labelled ? json(double(correct) / double(labelled)) : json()},
+          {"agreement_with_reference", double(agree) / double(images)}};
+}
+
+json per_image_json(const CompareSetup& setup, const CompareRun& run, const ImageMetrics& metrics) {
+  const bool with_classifier = setup.classifier.has_value();
+  json per_image = json::array();
+  for (std::size_t i = 0; i < run.image_count(); ++i) {
+    json p = json::object(), s = json::object(), a = json::object(), cls = json::object();
+    for (std::size_t m = 1; m < run.modes.size(); ++m) {
+      p[run.modes[m].name] = metrics.psnr[m][i];
+      s[run.modes[m].name] = metrics.ssim[m][i];
+      a[run.modes[m].name] = metrics.mae[m][i];
+    }
+    if (with_classifier)
+      for (std::size_t m = 0; m < run.modes.size(); ++m) cls[run.modes[m].name] = run.predicted[m][i];
+    per_image.push_back({{"prompt", i / std::size_t(setup.seeds)},
+                         {"seed", i % std::size_t(setup.seeds)},
+                         {"psnr_db", p},
+                         {"ssim", s},
+                         {"mae", a},
+                         {"predicted_class", with_classifier ? cls : json()}});
+  }
+  return per_image;
+}
+
+// What each number in the report means, for a reader of report.json alone.
+json metric_definitions(bool pixel_space) {
+  return {{"image", std::string(pixel_space ? "the output image" : "the final latent (not decoded)") +
+                        " clamped to [-1, 1] and mapped to [0, 1]; data range 1"},
+          {"psnr", "10 log10(1 / MSE) in dB against the reference output"},
+          {"ssim",
+           "uniform 7x7 window (smaller odd window on images under 7 px), K1 0.01, K2 0.03, sample "
+           "covariance, mean over windows fully inside the image, then over channels and frames"},
+          {"mae", "mean absolute difference, in [0, 1] image units"},
+          {"pooled", "psnr_db from the mean MSE over all images; ssim and mae are means over images"},
+          {"paired",
+           "per-image PSNR (capped at 100 dB) minus W8A8-everywhere's on the same prompt and seed; median "
+           "with a percentile bootstrap 95% interval (2000 resamples, fixed seed); improved_fraction = "
+           "share of images with lower MSE (improved_fraction_mae: lower MAE) than W8A8-everywhere"},
+          {"step_error",
+           "||x_i - x_i_ref|| / ||x_i_ref|| (L2 over the latent after loop iteration i), mean and "
+           "median over images"},
+          {"classifier",
+           "argmax of the shipped classifier on the clamped output; accuracy over prompts with a "
+           "label, agreement = same class as the reference output"}};
+}
+
+}  // namespace
+
+json compare_report_json(const CompareSetup& setup, const CompareRun& run) {
+  const std::size_t images = run.image_count();
+  const std::size_t modes = run.modes.size();
+  if (modes < 2 || images == 0) throw Error("compare", "nothing to report");
+
+  const ImageMetrics metrics = measure_images(setup, run);
   std::size_t w8a8 = 0;
   for (std::size_t m = 1; m < modes; ++m)
     if (run.modes[m].name == "w8a8") w8a8 = m;
-
   const bool with_classifier = setup.classifier.has_value();
   std::size_t labelled = 0;
   for (std::size_t i = 0; i < images; ++i)
@@ -142,79 +266,9 @@ json compare_report_json(const CompareSetup& setup, const CompareRun& run) {
               {"trace", mode.trace},
               {"source", mode.source},
               {"reasoner", mode.reasoner}};
-    if (m > 0) {
-      double mse_sum = 0, mae_sum = 0, ssim_sum = 0;
-      for (std::size_t i = 0; i < images; ++i) {
-        mse_sum += mse[m][i];
-        mae_sum += mae[m][i];
-        ssim_sum += ssim_v[m][i];
-      }
-      j["pooled"] = {{"psnr_db", finite_or_null(psnr_from_mse(mse_sum / double(images)))},
-                     {"ssim", ssim_sum / double(images)},
-                     {"mae", mae_sum / double(images)},
-                     {"median_image_psnr_db", median(psnr[m])}};
-      if (w8a8 && m != w8a8) {
-        std::vector<double> gain(images);
-        std::size_t better = 0, better_mae = 0;
-        for (std::size_t i = 0; i < images; ++i) {
-          gain[i] = psnr[m][i] - psnr[w8a8][i];
-          better += mse[m][i] < mse[w8a8][i];
-          better_mae += mae[m][i] < mae[w8a8][i];
-        }
-        const BootstrapInterval ci = bootstrap_median_interval(gain);
-        j["paired_vs_w8a8"] = {{"median_psnr_gain_db", ci.estimate},
-                               {"ci95_db", {ci.low, ci.high}},
-                               {"improved_fraction", double(better) / double(images)},
-                               {"improved_fraction_mae", double(better_mae) / double(images)}};
-      } else {
-        j["paired_vs_w8a8"] = nullptr;
-      }
-      const std::size_t steps = run.step_error[m].front().size();
-      json mean = json::array(), med = json::array();
-      for (std::size_t s = 0; s < steps; ++s) {
-        std::vector<double> at_step(images);
-        double sum = 0;
-        for (std::size_t i = 0; i < images; ++i) sum += at_step[i] = run.step_error[m][i][s];
-        mean.push_back(finite_or_null(sum / double(images)));
-        med.push_back(finite_or_null(median(at_step)));
-      }
-      j["step_error"] = {{"mean", mean}, {"median", med}};
-    } else {
-      j["pooled"] = nullptr;
-      j["paired_vs_w8a8"] = nullptr;
-      j["step_error"] = nullptr;
-    }
-    if (with_classifier) {
-      std::size_t correct = 0, agree = 0;
-      for (std::size_t i = 0; i < images; ++i) {
-        const auto& label = setup.prompts[i / std::size_t(setup.seeds)].label;
-        if (label && run.predicted[m][i] == *label) ++correct;
-        if (run.predicted[m][i] == run.predicted[0][i]) ++agree;
-      }
-      j["classifier"] = {{"accuracy", labelled ? json(double(correct) / double(labelled)) : json()},
-                         {"agreement_with_reference", double(agree) / double(images)}};
-    } else {
-      j["classifier"] = nullptr;
-    }
+    add_mode_metrics(j, metrics, run, m, w8a8);
+    j["classifier"] = with_classifier ? classifier_json(setup, run, m, labelled) : json();
     modes_json.push_back(j);
-  }
-
-  json per_image = json::array();
-  for (std::size_t i = 0; i < images; ++i) {
-    json p = json::object(), s = json::object(), a = json::object(), cls = json::object();
-    for (std::size_t m = 1; m < modes; ++m) {
-      p[run.modes[m].name] = psnr[m][i];
-      s[run.modes[m].name] = ssim_v[m][i];
-      a[run.modes[m].name] = mae[m][i];
-    }
-    if (with_classifier)
-      for (std::size_t m = 0; m < modes; ++m) cls[run.modes[m].name] = run.predicted[m][i];
-    per_image.push_back({{"prompt", i / std::size_t(setup.seeds)},
-                         {"seed", i % std::size_t(setup.seeds)},
-                         {"psnr_db", p},
-                         {"ssim", s},
-                         {"mae", a},
-                         {"predicted_class", with_classifier ? cls : json()}});
   }
 
   json prompts = json::array();
@@ -235,25 +289,7 @@ json compare_report_json(const CompareSetup& setup, const CompareRun& run) {
   report["output"] = setup.pixel_space ? "pixels" : "latent";
   report["scheduler"] = setup.scheduler;
   report["prompts"] = prompts;
-  report["metrics"] = {
-      {"image", std::string(setup.pixel_space ? "the output image" : "the final latent (not decoded)") +
-                    " clamped to [-1, 1] and mapped to [0, 1]; data range 1"},
-      {"psnr", "10 log10(1 / MSE) in dB against the reference output"},
-      {"ssim",
-       "uniform 7x7 window (smaller odd window on images under 7 px), K1 0.01, K2 0.03, sample "
-       "covariance, mean over windows fully inside the image, then over channels and frames"},
-      {"mae", "mean absolute difference, in [0, 1] image units"},
-      {"pooled", "psnr_db from the mean MSE over all images; ssim and mae are means over images"},
-      {"paired",
-       "per-image PSNR (capped at 100 dB) minus W8A8-everywhere's on the same prompt and seed; median "
-       "with a percentile bootstrap 95% interval (2000 resamples, fixed seed); improved_fraction = "
-       "share of images with lower MSE (improved_fraction_mae: lower MAE) than W8A8-everywhere"},
-      {"step_error",
-       "||x_i - x_i_ref|| / ||x_i_ref|| (L2 over the latent after loop iteration i), mean and "
-       "median over images"},
-      {"classifier",
-       "argmax of the shipped classifier on the clamped output; accuracy over prompts with a "
-       "label, agreement = same class as the reference output"}};
+  report["metrics"] = metric_definitions(setup.pixel_space);
   report["modes"] = modes_json;
   report["classifier"] =
       with_classifier ? json{{"path", *setup.classifier}, {"classes", setup.classes}, {"labelled_images", labelled}}
@@ -261,7 +297,7 @@ json compare_report_json(const CompareSetup& setup, const CompareRun& run) {
   report["diff_gain"] = setup.diff_gain;
   report["files"] = {{"grid", "grid.png"}, {"step_error_plot", "step_error.png"}, {"markdown", "report.md"}};
   report["notes"] = setup.notes;
-  report["per_image"] = per_image;
+  report["per_image"] = per_image_json(setup, run, metrics);
   return report;
 }
 

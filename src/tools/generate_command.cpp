@@ -127,20 +127,71 @@ std::string negative_text(const GenerateRequest& r) {
   return s;
 }
 
+// The option combinations that need no model, checked before it loads.
+void check_generate_options(const GenerateOptions& opt) {
+  if (opt.noise_file && opt.seed) throw Error("generate", "give --seed or --noise, not both");
+  if (opt.batch_count < 1 || opt.batch_count > 1000)
+    throw Error("generate", "--batch-count: expected an integer in [1, 1000], got " + std::to_string(opt.batch_count));
+  if (opt.noise_file && opt.batch_count > 1)
+    throw Error("generate", "--noise gives one initial latent; --batch-count needs seeds");
+  if (opt.no_decode && (opt.out || opt.frames_dir))
+    throw Error("generate", "--no-decode stops at the latent: give --save-latents FILE instead of --out/--frames-dir");
+  if (opt.no_decode && !opt.save_latents) throw Error("generate", "--no-decode: give --save-latents FILE");
+}
+
+// One generation as --json prints it: the plan, the trace, the request and
+// the files written.
+json generation_json(const GenerateOptions& opt, const GeneratePlan& plan, const GenerateRequest& request,
+                     const GenerateResult& result, const OutputMetadata& meta, const GenerationOutputs& o,
+                     double seconds, bool drawn) {
+  const auto [C, T, H, W] = plan.latent_shape;
+  json out;
+  out["trace"] = trace_string(result.trace);
+  json steps = json::array();
+  for (Precision p : result.trace) steps.push_back(std::string(precision_json_name(p)));
+  out["plan"] = steps;
+  out["steps"] = plan.steps;
+  out["seconds"] = seconds;
+  out["source"] = plan.policy.source;
+  out["reasoner"] = std::string(precision_json_name(result.reasoner));
+  out["scheduler"] = plan.scheduler;
+  out["flow_shift"] = plan.flow_shift;
+  out["timesteps"] = plan.timesteps;
+  out["guidance"] = plan.guidance;
+  out["latent_shape"] = {1, C, T, H, W};
+  out["transformer_calls"] = result.transformer_calls;
+  out["cfg_batched"] = plan.cfg_batched;
+  out["activations"] = std::string(activation_dtype_name(opt.runtime.model_options().activations));
+  out["weight_cache"] = opt.runtime.weight_cache;
+  out["w8a16_rounding"] = opt.runtime.w8a16_rounding;
+  out["bf16_latents"] = plan.bf16_latents;
+  out["prompt"] = meta.prompt;
+  out["negative_prompt"] = meta.negative_prompt;
+  out["prompt_ids"] = plan.cond_ids.size();
+  out["negative_prompt_ids"] = plan.uncond_ids.size();
+  out["prompt_rendered_bytes"] = plan.cond_rendered_bytes ? json(*plan.cond_rendered_bytes) : json();
+  out["negative_prompt_rendered_bytes"] = plan.uncond_rendered_bytes ? json(*plan.uncond_rendered_bytes) : json();
+  out["seed"] = opt.noise_file ? json() : json(request.seed);
+  out["seed_drawn"] = drawn;
+  out["noise"] = opt.noise_file ? json(*opt.noise_file) : json();
+  out["model"] = opt.model_dir;
+  out["version"] = std::string("stepmix ") + STEPMIX_VERSION;
+  const auto path_or_null = [](const std::optional<std::string>& path) { return path ? json(*path) : json(); };
+  out["outputs"] = {{"image", path_or_null(o.image())},
+                    {"video", path_or_null(o.video())},
+                    {"frames_dir", path_or_null(o.frames_dir())},
+                    {"latents", path_or_null(o.latents())}};
+  return out;
+}
+
 void run_generate(const GenerateOptions& opt, bool fps_given) {
+  check_generate_options(opt);
   const ModelOptions model_options = opt.runtime.model_options();
   GenerateRequest request = opt.request.to_request("generate");
   request.policy = opt.policy.overrides();
   if (opt.no_system_prompt) request.use_system_prompt = false;
   request.bf16_latents = opt.bf16_latents;
-  if (opt.noise_file && opt.seed) throw Error("generate", "give --seed or --noise, not both");
-  if (opt.batch_count < 1 || opt.batch_count > 1000)
-    throw Error("generate", "--batch-count: expected an integer in [1, 1000], got " + std::to_string(opt.batch_count));
-  if (opt.noise_file && opt.batch_count > 1) throw Error("generate", "--noise gives one initial latent; --batch-count needs seeds");
   request.image = opt.image;
-  if (opt.no_decode && (opt.out || opt.frames_dir))
-    throw Error("generate", "--no-decode stops at the latent: give --save-latents FILE instead of --out/--frames-dir");
-  if (opt.no_decode && !opt.save_latents) throw Error("generate", "--no-decode: give --save-latents FILE");
   bool drawn = false;
   const uint64_t first_seed = resolve_seed(opt.seed, drawn);
   if (first_seed > UINT64_MAX - uint64_t(opt.batch_count - 1))
@@ -211,47 +262,9 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
     }
     progress.finish();
 
-    const std::string trace = trace_string(result.trace);
     const GenerationOutputs& o = outputs[std::size_t(i)];
     if (opt.json_output) {
-      const auto [C, T, H, W] = plan.latent_shape;
-      json out;
-      out["trace"] = trace;
-      json steps = json::array();
-      for (Precision p : result.trace) steps.push_back(std::string(precision_json_name(p)));
-      out["plan"] = steps;
-      out["steps"] = plan.steps;
-      out["seconds"] = seconds;
-      out["source"] = plan.policy.source;
-      out["reasoner"] = std::string(precision_json_name(result.reasoner));
-      out["scheduler"] = plan.scheduler;
-      out["flow_shift"] = plan.flow_shift;
-      out["timesteps"] = plan.timesteps;
-      out["guidance"] = plan.guidance;
-      out["latent_shape"] = {1, C, T, H, W};
-      out["transformer_calls"] = result.transformer_calls;
-      out["cfg_batched"] = plan.cfg_batched;
-      out["activations"] = std::string(activation_dtype_name(model_options.activations));
-      out["weight_cache"] = opt.runtime.weight_cache;
-      out["w8a16_rounding"] = opt.runtime.w8a16_rounding;
-      out["bf16_latents"] = plan.bf16_latents;
-      out["prompt"] = meta.prompt;
-      out["negative_prompt"] = meta.negative_prompt;
-      out["prompt_ids"] = plan.cond_ids.size();
-      out["negative_prompt_ids"] = plan.uncond_ids.size();
-      out["prompt_rendered_bytes"] = plan.cond_rendered_bytes ? json(*plan.cond_rendered_bytes) : json();
-      out["negative_prompt_rendered_bytes"] = plan.uncond_rendered_bytes ? json(*plan.uncond_rendered_bytes) : json();
-      out["seed"] = opt.noise_file ? json() : json(request.seed);
-      out["seed_drawn"] = drawn;
-      out["noise"] = opt.noise_file ? json(*opt.noise_file) : json();
-      out["model"] = opt.model_dir;
-      out["version"] = std::string("stepmix ") + STEPMIX_VERSION;
-      const auto path_or_null = [](const std::optional<std::string>& path) { return path ? json(*path) : json(); };
-      out["outputs"] = {{"image", path_or_null(o.image())},
-                        {"video", path_or_null(o.video())},
-                        {"frames_dir", path_or_null(o.frames_dir())},
-                        {"latents", path_or_null(o.latents())}};
-      images.push_back(out);
+      images.push_back(generation_json(opt, plan, request, result, meta, o, seconds, drawn));
       continue;
     }
     if (opt.batch_count > 1) std::printf("image %d: seed %llu\n", i, (unsigned long long)request.seed);
@@ -259,7 +272,7 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
     if (o.video()) std::printf("video: %s\n", o.video()->c_str());
     if (o.frames_dir()) std::printf("frames: %s\n", o.frames_dir()->c_str());
     if (o.latents()) std::printf("latents: %s\n", o.latents()->c_str());
-    std::printf("trace: %s\n", trace.c_str());
+    std::printf("trace: %s\n", trace_string(result.trace).c_str());
     std::printf("elapsed: %.2f s (%d steps, %d transformer calls)\n", seconds, plan.steps, result.transformer_calls);
   }
   if (opt.json_output)
