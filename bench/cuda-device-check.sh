@@ -179,7 +179,14 @@ dependencies() {
   # Debian's multiarch headers (openssl/opensslconf.h lives there), which
   # CMake does not add under a prefix; CPATH reaches g++ and nvcc's host pass.
   export CPATH="$deps/prefix/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}"
-  export LD_LIBRARY_PATH="$deps/prefix/usr/lib/x86_64-linux-gnu:$deps/prefix/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # The machine's own libraries first, the prefix's after them: the packages
+  # are Debian 12's, and a newer system (Ubuntu 24.04 on the GPU machines)
+  # has newer zlib, libpng, expat, FreeType... that its compilers and linker
+  # were built against. The prefix supplies only what the machine lacks
+  # (oniguruma, utf8proc, pkgconf's library...); the same SONAMEs are ABI-
+  # compatible, so what links against Debian's headers runs on the newer copy.
+  local system_dirs=/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$system_dirs:$deps/prefix/usr/lib/x86_64-linux-gnu:$deps/prefix/lib/x86_64-linux-gnu"
   # pkg-config modules (oniguruma, utf8proc) from the prefix only; their
   # .pc files say /usr, which the sysroot maps into the prefix.
   export PKG_CONFIG_SYSROOT_DIR="$deps/prefix"
@@ -210,7 +217,7 @@ main() {
   local_step "environment" environment
   local_step "dependencies" dependencies || { echo "DEPENDENCIES FAILED"; return 1; }
   configure_arguments
-  step 60 "configure" cmake "${configure_args[@]}" || { echo "CONFIGURE FAILED"; return 1; }
+  step 150 "configure" cmake "${configure_args[@]}" || { echo "CONFIGURE FAILED"; return 1; }
   # The ptxas report (registers, spills per kernel) stays in build.log.
   step 300 "build" bash -c 'set -o pipefail; cmake --build "$1" --target stepmix test_cuda bench_cuda bench_cuda_forward bench_vae -j "$2" 2>&1 | tee "$3/build.log" | { grep --line-buffered -E "error|warning|[1-9][0-9]* bytes spill|^FAILED" || true; }' _ "$build" "$jobs" "$out" ||
     { echo "BUILD FAILED (see build.log)"; return 1; }
