@@ -127,6 +127,9 @@ environment() {
   echo "libc: $(ldd --version 2>&1 | head -1)"
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn",
       torch.backends.cudnn.version(), "gpu", torch.cuda.is_available())' 2>&1 | tail -1
+  # Whether PyTorch there rounds a scalar coefficient to BF16 before it meets
+  # a BF16 tensor, as --bf16-latents assumes (docs/schedulers.md, dtypes).
+  timeout 60 python3 "$here/bf16_scalar_probe.py" 2>&1 | tail -1
   # Where the toolkit's pieces are, should the configure step not find them.
   local nvcc_path cuda_root
   nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"

@@ -94,7 +94,7 @@ std::optional<std::string> check_negative_prompt_has_a_pass(const GenerateReques
            " is a distilled build's scheduler, which runs one pass per step (guidance 1)";
   throw Error(component, std::string(r.negative_prompt ? "--negative-prompt" : "--negative-prompt-ids") +
                              ": guidance 1 runs no unconditional pass, so the negative prompt would be ignored; "
-                             "drop it or give --guidance above 1");
+                             "drop it or give a --guidance other than 1");
 }
 
 void check_prompt_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const std::string& source,
@@ -260,7 +260,11 @@ PromptGeometry prompt_geometry_for(const GeometryRequest& r, const std::array<in
   const int64_t sf = defaults.spatial_factor, tf = defaults.temporal_factor;
   g.height = r.height ? *r.height : pixels ? H : sf * H;
   g.width = r.width ? *r.width : pixels ? W : sf * W;
-  g.frames = r.frames ? *r.frames : pixels ? T : tf * (T - 1) + 1;
+  // The frame count asked for (the request's, else the model's default),
+  // which the duration sentence states even where the latent decodes to
+  // fewer frames (190 asked: 48 latent frames, 189 decoded, "19.0 seconds"
+  // at 10 fps); a latent shape stands for the frames it decodes to.
+  g.frames = r.latent_shape ? (pixels ? T : tf * (T - 1) + 1) : request_frames(r, dir, defaults);
   g.fps = fps;
   g.use_system_prompt = use_system_prompt;
   return g;

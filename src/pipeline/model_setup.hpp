@@ -129,8 +129,9 @@ Sampling resolve_sampling(const sched::SchedulerConfig& config, std::optional<in
 std::optional<std::string> check_negative_prompt_has_a_pass(const GenerateRequest& request, const Sampling& sampling,
                                                             const std::string& component);
 
-// The pixel geometry a latent shape {C, T, H, W} stands for (the request's
-// height/width/frames when it gave them).
+// The pixel geometry a latent shape {C, T, H, W} stands for: the request's
+// height/width/frames when it gave them, else the model's defaults (its frame
+// count as asked, not rounded to what the latent decodes to).
 PromptGeometry prompt_geometry_for(const GeometryRequest& request, const std::array<int64_t, 4>& latent_shape,
                                    const ModelDirectory& dir, const ModelDefaults& defaults, double fps,
                                    std::optional<bool> use_system_prompt);

@@ -229,6 +229,30 @@ TEST_F(VaeGeneration, TheLatentGeometryIsTheVaesFactors) {
             std::string::npos);
 }
 
+// The duration sentence states the frame count asked for: a model default
+// of 6 frames (not 4k + 1) makes 2 latent frames that decode to 5, and the
+// prompt speaks of 6, as a request giving --frames 6 does.
+TEST_F(VaeGeneration, ThePromptStatesTheFrameCountTheModelDefaultAsksFor) {
+  const fs::path root = make_model("defaults");
+  std::ofstream(root / "model_index.json") << R"({"stepmix": {"num_frames": 6, "height": 32, "width": 48}})";
+  const ModelDirectory dir = ModelDirectory::open(root.string());
+  const ModelDefaults defaults = read_model_defaults(dir);
+  const GeometryRequest none{std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+  const std::array<int64_t, 4> shape = latent_shape_for(none, dir, 48, defaults);
+  EXPECT_EQ(shape, (std::array<int64_t, 4>{48, 2, 2, 3}));
+  PromptGeometry geometry = prompt_geometry_for(none, shape, dir, defaults, 10.0, std::nullopt);
+  EXPECT_EQ(geometry.frames, 6);
+  EXPECT_EQ(geometry.height, 32);
+  EXPECT_EQ(geometry.width, 48);
+  geometry = prompt_geometry_for({std::nullopt, std::nullopt, std::nullopt, 7}, shape, dir, defaults, 10.0,
+                                 std::nullopt);
+  EXPECT_EQ(geometry.frames, 7);
+  // A latent shape stands for the frames it decodes to.
+  geometry = prompt_geometry_for({shape, std::nullopt, std::nullopt, std::nullopt}, shape, dir, defaults, 10.0,
+                                 std::nullopt);
+  EXPECT_EQ(geometry.frames, 5);
+}
+
 TEST_F(VaeGeneration, RequestsThatCannotWorkAreRefusedBeforeSampling) {
   Model model = Model::open(make_model("model"));
   GenerateRequest r = request(1);
