@@ -68,7 +68,8 @@ void collect_text(png_structp png, png_infop info, std::vector<PngText>& out) {
 
 uint8_t unit_range_to_u8(float x) {
   const float v = std::clamp(x * 0.5f + 0.5f, 0.0f, 1.0f);
-  return uint8_t(std::lround(v * 255.0f));
+  // Half to even, as the reference's (v * 255).round() in NumPy: 238.5 -> 238.
+  return uint8_t(std::nearbyint(v * 255.0f));
 }
 
 std::string encode_png(const std::string& path, const Image8& image, const std::vector<PngText>& text) {

@@ -32,7 +32,11 @@ TEST(Png, GrayAndRgbRoundTrip) {
 TEST(Png, UnitRangeMapping) {
   EXPECT_EQ(unit_range_to_u8(-1.0f), 0);
   EXPECT_EQ(unit_range_to_u8(1.0f), 255);
-  EXPECT_EQ(unit_range_to_u8(0.0f), 128);  // 127.5 rounds away from zero
+  // Halves round to even, as the reference's NumPy round(): 127.5 -> 128,
+  // 238.5 -> 238 (x = 0.8705881834030151 gives v * 255 = 238.5 exactly).
+  EXPECT_EQ(unit_range_to_u8(0.0f), 128);
+  EXPECT_EQ((0.8705881834030151f * 0.5f + 0.5f) * 255.0f, 238.5f);
+  EXPECT_EQ(unit_range_to_u8(0.8705881834030151f), 238);
   EXPECT_EQ(unit_range_to_u8(-5.0f), 0);
   EXPECT_EQ(unit_range_to_u8(7.0f), 255);
 }
