@@ -87,6 +87,18 @@ class GatedMLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+class SquaredReluMLP(nn.Module):
+    """The `relu2` models' MLP: down(relu(up(x))^2), no gate."""
+
+    def __init__(self, hidden, inter):
+        super().__init__()
+        self.up_proj = nn.Linear(hidden, inter, bias=False)
+        self.down_proj = nn.Linear(inter, hidden, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.relu(self.up_proj(x)).square())
+
+
 class TimestepEmbedding(nn.Module):
     def __init__(self, in_ch, hidden):
         super().__init__()
@@ -220,8 +232,11 @@ class Cosmos3DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(e, eps)
         self.post_attention_layernorm_moe_gen = RMSNorm(e, eps)
         self.self_attn = Cosmos3Attention(cfg)
-        self.mlp = GatedMLP(e, i)
-        self.mlp_moe_gen = GatedMLP(e, i)
+        # relu2 models' Nemotron RMSNorm is w·x·r rounded once: the same as
+        # RMSNorm's in float32, which is all this module computes.
+        mlp = SquaredReluMLP if cfg["hidden_act"] == "relu2" else GatedMLP
+        self.mlp = mlp(e, i)
+        self.mlp_moe_gen = mlp(e, i)
 
     def forward(self, und, gen, rope_u, rope_g, mask_u, mask_g):
         u_a, g_a = self.self_attn(self.input_layernorm(und), self.input_layernorm_moe_gen(gen),
@@ -236,8 +251,8 @@ class Cosmos3DecoderLayer(nn.Module):
 class Cosmos3Transformer(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        if cfg["hidden_act"] != "silu":
-            raise ValueError("only hidden_act 'silu' is implemented here")
+        if cfg["hidden_act"] not in ("silu", "relu2"):
+            raise ValueError("hidden_act must be 'silu' or 'relu2'")
         if cfg["patch_latent_dim"] != cfg["latent_patch_size"] ** 2 * cfg["latent_channel"]:
             raise ValueError("patch_latent_dim must equal latent_patch_size^2 * latent_channel")
         if cfg["num_attention_heads"] % cfg["num_key_value_heads"]:

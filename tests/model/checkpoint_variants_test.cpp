@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -122,15 +123,27 @@ TEST(CheckpointVariants, PrecisionMustMatchTheCheckpoint) {
   EXPECT_THROW(fp8.forward(inputs, {Precision::W8A8, Precision::BF16}), Error);
 }
 
+// The velocity of a variant the goldens do not cover, made by
+// training/make_variant_cases.py: the same edit of the tiny checkpoint run
+// through training/cosmos3.py in float32, the module that reproduces the
+// goldens to 6.6e-7 (check_against_golden.py). Its own float32 noise is what
+// the goldens' dense bound allows for.
+std::vector<float> variant_velocity(const std::string& name) {
+  const auto file = SafetensorsFile::open(data_path("model-variants/" + name + ".safetensors"));
+  return golden_floats(*file, "velocity");
+}
+
 TEST(CheckpointVariants, Relu2ModelNeedsNoGateProj) {
   const std::string dir = write_edited_copy(
       "relu2", [](auto& t) { drop(t, [](auto& n) { return contains(n, "gate_proj"); }); },
       [](json& c) { c["hidden_act"] = "relu2"; });
   Cosmos3Transformer model = Cosmos3Transformer::load(ModelDirectory::open(dir));
   const HostTensor v = dense_velocity(model, "video");
-  for (float x : v.data) ASSERT_TRUE(std::isfinite(x));
+  const double deviation = max_normalised_deviation(v.data, variant_velocity("relu2_video"));
+  std::printf("relu2 video velocity vs the reference module: %.2e\n", deviation);
+  EXPECT_LE(deviation, 5e-6);
   Cosmos3Transformer silu = load_tiny("transformer");
-  EXPECT_NE(v.data, dense_velocity(silu, "video").data);
+  EXPECT_GT(max_normalised_deviation(v.data, dense_velocity(silu, "video").data), 1e-2);
 }
 
 // Float32 biases (the goldens store bf16): the CUDA backend multiplies such
@@ -195,7 +208,9 @@ TEST(CheckpointVariants, UndKeyNormForGenReplacesTextQkNorms) {
   ForwardDebug debug;
   const HostTensor v =
       model.forward(read_forward_inputs(*open_forward_case("image")), {Precision::BF16, Precision::BF16, ActivationDType::F32, &debug});
-  for (float x : v.data) ASSERT_TRUE(std::isfinite(x));
+  const double deviation = max_normalised_deviation(v.data, variant_velocity("undk_image"));
+  std::printf("use_und_k_norm_for_gen image velocity vs the reference module: %.2e\n", deviation);
+  EXPECT_LE(deviation, 5e-6);
   // The understanding stream no longer normalises its own q/k.
   EXPECT_NE(debug.tensors.at("und_hidden.1").data, golden_floats(*open_forward_case("image"), "und_hidden.1"));
 }
