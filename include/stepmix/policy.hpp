@@ -148,7 +148,9 @@ struct PolicyOverrides {
 struct ResolvedPolicy {
   bool enabled = false;
   // checkpoint, checkpoint+override, forced, forced+override (enabled);
-  // disabled, no-policy, inert-scope, unquantized (off).
+  // disabled, no-policy (off), the spec's set: a BF16 checkpoint (its
+  // trace is BF16 throughout) and a policy whose scope leaves out the
+  // transformer (`notes` says so) are both no-policy.
   std::string source = "no-policy";
   // When off: 0/0, overlap a16, reasoner native (what actually runs, §9).
   int first_steps = 0;
@@ -157,6 +159,7 @@ struct ResolvedPolicy {
   TowerMode reasoner = TowerMode::Native;
   QuantizationInfo quant;
   std::vector<std::string> warnings;
+  std::vector<std::string> notes;  // information, not a problem (spec §5: an inert policy is logged at info level)
 };
 
 // §6. Parses (all §4 errors), rejects Unsupported quantization in every mode,

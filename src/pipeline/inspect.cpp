@@ -114,6 +114,7 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
   out["plan"] = plan_json;
   out["trace"] = trace_string(plan.generation);
   out["warnings"] = report.warnings;
+  out["notes"] = policy.notes;
   out["tensors_checked"] = {{"tensors", scanned.tensors}, {"bytes", scanned.bytes}, {"non_finite", 0}};
   report.json = out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);  // a path need not be UTF-8
 
@@ -132,6 +133,7 @@ InspectReport inspect(const std::string& path, const PolicyOverrides& overrides,
                      std::string(tower_mode_name(policy.overlap)).c_str(),
                      std::string(precision_trace_token(plan.reasoner)).c_str());
   t += mixed_precision_log_line(policy, plan) + "\n";
+  for (const std::string& note : policy.notes) t += "note:         " + note + "\n";
   t += printf_string("steps:        %d\n", steps);
   t += printf_string("tensors:      %lld checked, all finite (%.1f MiB)\n", (long long)scanned.tensors,
                      double(scanned.bytes) / (1 << 20));

@@ -324,6 +324,7 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   p.plan = plan_steps(p.policy, m.transformer.governed_counts(), p.steps);
   m.transformer.require_runnable(p.plan);  // a Linear the device cannot run at a step's precision
   p.log_line = mixed_precision_log_line(p.policy, p.plan);
+  p.notes.insert(p.notes.end(), p.policy.notes.begin(), p.policy.notes.end());
   if (auto warning = unused_weight_cache_warning(m.options, p.plan, m.transformer.weight_cache_bytes()))
     p.warnings.push_back(*warning);
 

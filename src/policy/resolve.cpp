@@ -72,16 +72,20 @@ ResolvedPolicy resolve_policy(const json& transformer_config, const std::string&
                       " needs a serialised ModelOpt FP8 checkpoint (quant_method \"modelopt\", quant_algo \"FP8\"), "
                       "got no quantization_config (BF16 checkpoint)");
     }
-    return schedule_off("unquantized", std::move(quant), std::move(parsed.warnings));
+    // The trace says it: every step BF16.
+    return schedule_off("no-policy", std::move(quant), std::move(parsed.warnings));
   }
   if (overrides.mode == MixedPrecisionMode::Auto && !parsed.applies()) {
-    const char* source = parsed.exists ? "inert-scope" : "no-policy";
     if (overridden) {
       throw Error(policy_detail::kComponent,
                   config_path + ": checkpoint has no policy" + (parsed.exists ? " for the transformer (inert scope)" : "") +
                       "; overrides need one: use mixed_precision=fp8 to force the schedule");
     }
-    return schedule_off(source, std::move(quant), std::move(parsed.warnings));
+    ResolvedPolicy off = schedule_off("no-policy", std::move(quant), std::move(parsed.warnings));
+    if (parsed.exists)
+      off.notes.push_back(config_path +
+                          ": the step policy's scope leaves out \"transformer\": validated and not applied (inert)");
+    return off;
   }
 
   // Here: ModelOpt FP8, and either an applying checkpoint policy or mode fp8.

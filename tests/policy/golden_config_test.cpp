@@ -99,7 +99,7 @@ TEST(GoldenConfig, NullRuntimeCheckpointRunsW8A8OnEveryStep) {
 
 TEST(GoldenConfig, Bf16CheckpointIsUnquantized) {
   const ResolvedPolicy resolved = resolve_policy(read_json(kBf16Config), kBf16Config, {});
-  EXPECT_EQ(resolved.source, "unquantized");
+  EXPECT_EQ(resolved.source, "no-policy");
   EXPECT_EQ(resolved.quant.kind, QuantizationKind::None);
   EXPECT_EQ(trace_string(plan_steps(resolved, false, 8).generation), "BF16x8");
   error_message([] { resolve_policy(read_json(kBf16Config), kBf16Config, {.mode = MixedPrecisionMode::Fp8}); },

@@ -63,8 +63,15 @@ TEST(Resolve, AutoWithoutPolicyRejectsOverrides) {
                 {"[policy] " + kConfigPath + ": checkpoint has no policy", "use mixed_precision=fp8 to force"});
 }
 
+// Spec §5/§6: an inert policy is validated, then ignored (source
+// no-policy, as without one); a note says so, at info level.
 TEST(Resolve, AutoWithInertScopeIsOff) {
-  expect_off(resolve(fp8_config_with_policy(policy_with("scope", json::array({"vae"})))), "inert-scope");
+  const ResolvedPolicy resolved = resolve(fp8_config_with_policy(policy_with("scope", json::array({"vae"}))));
+  expect_off(resolved, "no-policy");
+  ASSERT_EQ(resolved.notes.size(), 1u);
+  EXPECT_NE(resolved.notes[0].find("scope leaves out \"transformer\": validated and not applied"), std::string::npos)
+      << resolved.notes[0];
+  EXPECT_TRUE(resolve(fp8_config_without_runtime()).notes.empty());
 }
 
 TEST(Resolve, AutoWithInertScopeRejectsOverrides) {
@@ -131,7 +138,7 @@ TEST(Resolve, Fp8IgnoresAnInertPolicyAndForcesTheDefault) {
 
 TEST(Resolve, Bf16CheckpointIsUnquantizedUnderAuto) {
   const ResolvedPolicy resolved = resolve(bf16_config());
-  expect_off(resolved, "unquantized");
+  expect_off(resolved, "no-policy");
   EXPECT_EQ(resolved.quant.kind, QuantizationKind::None);
 }
 
