@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/numerics.hpp"
+#include "quant/governed.hpp"
 #include "quant/scale_bounds.hpp"
 #include "stepmix/error.hpp"
 
@@ -115,6 +116,10 @@ class WeightBinder {
     if (beyond_layers > 0)
       why = "; " + std::to_string(beyond_layers) + " of them belong to layers beyond num_hidden_layers = " +
             std::to_string(c.num_hidden_layers);
+    if (std::any_of(unused.begin(), unused.end(), [](const std::string& n) { return is_foreign_scale_name(n); }))
+      why +=
+          "; SmoothQuant / NVFP4 scales are not supported (a tensorwise FP8 Linear has only weight_scale "
+          "and input_scale)";
     fail(std::to_string(unused.size()) + " tensor" + (unused.size() == 1 ? " is" : "s are") +
          " not used by the model the config describes (" + list + ")" + why +
          "; expected exactly the tensors of a Cosmos3 transformer (plus lm_head.weight)");

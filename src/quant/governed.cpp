@@ -45,6 +45,12 @@ constexpr std::array<std::string_view, 4> kForeignScaleSuffixes = {".pre_quant_s
 
 }  // namespace
 
+bool is_foreign_scale_name(std::string_view name) {
+  for (std::string_view suffix : kForeignScaleSuffixes)
+    if (ends_with(name, suffix)) return true;
+  return false;
+}
+
 GovernedDiscovery discover_governed_linears(const TensorStore& store) {
   GovernedDiscovery out;
   for (const std::string& name : store.names()) {
@@ -52,9 +58,8 @@ GovernedDiscovery discover_governed_linears(const TensorStore& store) {
     if (name.find("_quantizer._amax") != std::string::npos)
       fail(store, name, "uses ModelOpt quantizer-state naming, which stepmix does not read (expected "
                         "<module>.weight_scale and <module>.input_scale)");
-    for (std::string_view suffix : kForeignScaleSuffixes)
-      if (ends_with(name, suffix))
-        fail(store, name, "is not part of a tensorwise FP8 Linear (SmoothQuant / NVFP4 scales are not supported)");
+    if (is_foreign_scale_name(name))
+      fail(store, name, "is not part of a tensorwise FP8 Linear (SmoothQuant / NVFP4 scales are not supported)");
     if (ends_with(name, ".weight_scale") || ends_with(name, ".input_scale")) {
       const std::string module(strip_suffix(name, ends_with(name, ".weight_scale") ? ".weight_scale" : ".input_scale"));
       const TensorView* w = store.find(module + ".weight");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io/checkpoint.hpp"
@@ -36,5 +37,10 @@ struct GovernedDiscovery {
 // quantizer-state naming (weight_quantizer._amax), sits on a module stepmix
 // does not govern, or when a scale has no FP8 weight.
 GovernedDiscovery discover_governed_linears(const TensorStore& store);
+
+// A SmoothQuant/NVFP4 scale (.pre_quant_scale, .weight_scale_2,
+// .input_scale_2, .alpha): the loader names it as such among the tensors no
+// module reads.
+bool is_foreign_scale_name(std::string_view name);
 
 }  // namespace stepmix

@@ -172,6 +172,18 @@ TEST_F(UnusedTensorTest, UnknownAndSoundOrActionTensorsAreErrors) {
   EXPECT_NE(e.find("'action_modality_embed', 'audio_proj_in.bias'"), std::string::npos) << e;
 }
 
+// A SmoothQuant scale is named for what it is, as inspect names it.
+TEST_F(UnusedTensorTest, ASmoothQuantScaleIsNamedAsSuch) {
+  const float one = 1.0f;
+  const std::string e = load_error_with([&](auto& ts) {
+    ts.push_back(make_tensor_raw("layers.0.mlp.up_proj.pre_quant_scale", DType::F32, {1}, &one, 4));
+  });
+  EXPECT_NE(e.find("1 tensor is not used by the model the config describes ('layers.0.mlp.up_proj.pre_quant_scale')"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("SmoothQuant / NVFP4 scales are not supported"), std::string::npos) << e;
+}
+
 TEST_F(UnusedTensorTest, TheTextHeadIsAcceptedButShapeChecked) {
   EXPECT_EQ(load_error_with([](auto&) {}), "");  // the golden holds lm_head.weight
   const std::string e = load_error_with([](auto& ts) {
