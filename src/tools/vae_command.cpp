@@ -83,7 +83,9 @@ void add_vae_command(CLI::App& app) {
     CLI::App* cmd = vae->add_subcommand("encode", "Pixels [1, 3, 1+4k, H, W] or a PNG image -> latent and posterior mean");
     add_common(*cmd, *o);
     CLI::Option* pixels = cmd->add_option("--pixels", o->encode.pixels, "safetensors file with the F32 tensor 'pixels' in [-1, 1]");
-    CLI::Option* image = cmd->add_option("--image", o->encode.image, "PNG image, width and height multiples of 16");
+    CLI::Option* image =
+        cmd->add_option("--image", o->encode.image,
+                        "PNG image, width and height multiples of the VAE's spatial factor (16 for Wan2.2)");
     pixels->excludes(image);
     cmd->add_option("-o,--out", o->encode.out, ".safetensors file: tensors 'latent' (normalised) and 'mu' (posterior mean)")
         ->required();

@@ -1,7 +1,8 @@
 // vae/config.json of a Cosmos3 checkpoint: the Diffusers AutoencoderKLWan in
 // its Wan2.2 ("residual") configuration. Every key Diffusers writes for the
 // class is read; a missing key takes the class's default (latents_mean and
-// latents_std have none: they are required), an unknown key or
+// latents_std are required: the class's defaults are Wan2.1's 16 channels,
+// never the 48 stepmix runs), an unknown key or
 // a value stepmix does not implement (another z_dim, patch_size, or the
 // Wan2.1 non-residual blocks) is an error naming the key.
 #pragma once

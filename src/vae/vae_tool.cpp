@@ -153,9 +153,6 @@ void vae_encode(const VaeEncodeOptions& o, std::FILE* out) {
   run.device = device;
   if (o.image) {
     const Image8 rgb = read_png_rgb(*o.image);
-    if (rgb.width % 16 || rgb.height % 16)
-      throw Error("vae", *o.image + ": image of " + std::to_string(rgb.width) + "x" + std::to_string(rgb.height) +
-                             ": expected width and height multiples of 16");
     image_pixels = vae::pixels_from_rgb8(rgb.pixels.data(), rgb.height, rgb.width);
     pixels = image_pixels.data();
     shape = {1, 3, 1, rgb.height, rgb.width};
@@ -175,6 +172,12 @@ void vae_encode(const VaeEncodeOptions& o, std::FILE* out) {
   }
   load.decoder = load.encoder = false;
   const vae::WanVae sizes = vae::WanVae::load(o.run.vae, load);
+  // A picture must tile the VAE's spatial factor (16 for Wan2.2); said
+  // before any weight is read.
+  if (const int64_t sf = sizes.config().spatial_factor(); o.image && (shape[3] % sf || shape[4] % sf))
+    throw Error("vae", *o.image + ": image of " + std::to_string(shape[4]) + "x" + std::to_string(shape[3]) +
+                           ": expected width and height multiples of " + std::to_string(sf) +
+                           " (the VAE's spatial factor)");
   if (shape.size() == 5 && shape[2] >= 1 && shape[3] >= 1 && shape[4] >= 1)
     vae::check_encode_fits(sizes, shape[2], shape[3], shape[4], device, limit,
                            run.input_label + ": encoding " + std::to_string(shape[2]) + " frames of " +
