@@ -144,12 +144,25 @@ Image8 read_png_as(const std::string& path, bool force_rgb) {
   out.width = int(img.width);
   out.height = int(img.height);
   out.channels = force_rgb || (img.format & PNG_FORMAT_FLAG_COLOR) ? 3 : 1;
-  img.format = out.channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
-  out.pixels.resize(PNG_IMAGE_SIZE(img));
-  if (!png_image_finish_read(&img, nullptr, out.pixels.data(), 0, nullptr)) {
+  // An alpha channel is dropped, not composited: the colour under it is
+  // kept, as the reference's PIL convert("RGB") keeps it (libpng would
+  // blend a half-transparent pixel towards black).
+  const bool alpha = img.format & PNG_FORMAT_FLAG_ALPHA;
+  img.format =
+      out.channels == 3 ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB) : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
+  std::vector<png_byte> read(PNG_IMAGE_SIZE(img));
+  if (!png_image_finish_read(&img, nullptr, read.data(), 0, nullptr)) {
     png_image_free(&img);
     throw Error("png", path + ": not a valid PNG (" + std::string(img.message) + ")");
   }
+  if (!alpha) {
+    out.pixels = std::move(read);
+    return out;
+  }
+  const std::size_t pixels = std::size_t(out.width) * std::size_t(out.height), c = std::size_t(out.channels);
+  out.pixels.resize(pixels * c);
+  for (std::size_t i = 0; i < pixels; ++i)
+    for (std::size_t k = 0; k < c; ++k) out.pixels[i * c + k] = read[i * (c + 1) + k];
   return out;
 }
 

@@ -1,9 +1,12 @@
 #include "io/png.hpp"
 
 #include <gtest/gtest.h>
+#include <png.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "stepmix/error.hpp"
 
@@ -39,6 +42,35 @@ TEST(Png, UnitRangeMapping) {
   EXPECT_EQ(unit_range_to_u8(0.8705881834030151f), 238);
   EXPECT_EQ(unit_range_to_u8(-5.0f), 0);
   EXPECT_EQ(unit_range_to_u8(7.0f), 255);
+}
+
+// An alpha channel is dropped and the colour under it kept (PIL's
+// convert("RGB"), what the reference pipeline loads a picture with), not
+// blended towards black.
+TEST(Png, AlphaIsDroppedNotComposited) {
+  const auto dir = std::filesystem::temp_directory_path() / ("stepmix_png_alpha_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "rgba.png").string();
+  const std::vector<uint8_t> rgba = {200, 100, 50, 128, 10, 20, 30, 0, 255, 255, 255, 255};
+  png_image img{};
+  img.version = PNG_IMAGE_VERSION;
+  img.width = 3;
+  img.height = 1;
+  img.format = PNG_FORMAT_RGBA;
+  ASSERT_TRUE(png_image_write_to_file(&img, path.c_str(), 0, rgba.data(), 0, nullptr)) << img.message;
+  EXPECT_EQ(read_png_rgb(path).pixels, (std::vector<uint8_t>{200, 100, 50, 10, 20, 30, 255, 255, 255}));
+  img = {};
+  img.version = PNG_IMAGE_VERSION;
+  img.width = 2;
+  img.height = 1;
+  img.format = PNG_FORMAT_GA;
+  const std::vector<uint8_t> ga = {90, 64, 7, 0};
+  ASSERT_TRUE(png_image_write_to_file(&img, path.c_str(), 0, ga.data(), 0, nullptr)) << img.message;
+  EXPECT_EQ(read_png_rgb(path).pixels, (std::vector<uint8_t>{90, 90, 90, 7, 7, 7}));
+  const Image8 gray = read_png(path);
+  EXPECT_EQ(gray.channels, 1);
+  EXPECT_EQ(gray.pixels, (std::vector<uint8_t>{90, 7}));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Png, TextChunksRoundTripInBothForms) {
