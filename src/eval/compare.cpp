@@ -218,7 +218,8 @@ std::vector<PreparedMode> prepare_modes(Model& model, std::optional<Model>& refe
   if (mixed.info.source != "checkpoint") {
     mixed = prepare_mode(model, request, "mixed", "", {MixedPrecisionMode::Fp8, {}, {}, {}, {}});
     mixed.info.description = "the default 3/3 schedule (forced: the checkpoint has no policy)";
-    setup.notes.push_back("--model has no step policy; 'mixed' is the forced default (3 first, 3 last)");
+    setup.notes.push_back(
+        "--model has no step policy for the transformer; 'mixed' is the forced default (3 first, 3 last)");
   }
   modes.push_back(mixed);
   for (const std::string& p : opt.policies) {

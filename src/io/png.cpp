@@ -131,38 +131,56 @@ Image8 read_png_as(const std::string& path, bool force_rgb) {
   const std::string bytes = read_regular_file(path, 256ull << 20, "png");
   if (bytes.size() < 8 || png_sig_cmp(reinterpret_cast<png_const_bytep>(bytes.data()), 0, 8) != 0)
     throw Error("png", path + ": not a PNG file (no PNG signature)");
-  png_image img{};
-  img.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_memory(&img, bytes.data(), bytes.size()))
-    throw Error("png", path + ": not a valid PNG (" + img.message + ")");
-  if (img.width > 65536 || img.height > 65536) {
-    png_image_free(&img);
-    throw Error("png", path + ": " + std::to_string(img.width) + "x" + std::to_string(img.height) +
-                           " pixels; expected at most 65536 a side");
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, nullptr, png_error_to_exception, png_warning_ignored);
+  png_infop info = png ? png_create_info_struct(png) : nullptr;
+  if (!info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    throw Error("png", path + ": out of memory");
   }
   Image8 out;
-  out.width = int(img.width);
-  out.height = int(img.height);
-  out.channels = force_rgb || (img.format & PNG_FORMAT_FLAG_COLOR) ? 3 : 1;
-  // An alpha channel is dropped, not composited: the colour under it is
-  // kept, as the reference's PIL convert("RGB") keeps it (libpng would
-  // blend a half-transparent pixel towards black).
-  const bool alpha = img.format & PNG_FORMAT_FLAG_ALPHA;
-  img.format =
-      out.channels == 3 ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB) : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
-  std::vector<png_byte> read(PNG_IMAGE_SIZE(img));
-  if (!png_image_finish_read(&img, nullptr, read.data(), 0, nullptr)) {
-    png_image_free(&img);
-    throw Error("png", path + ": not a valid PNG (" + std::string(img.message) + ")");
+  bool own_error = false;  // a libpng error says the file is not a valid PNG
+  try {
+    MemoryReader reader{&bytes};
+    png_set_read_fn(png, &reader, read_from_memory);
+    png_set_user_limits(png, 0x7fffffff, 0x7fffffff);  // the limit below names the size
+    png_set_chunk_malloc_max(png, 64u << 20);
+    png_read_info(png, info);
+    const png_uint_32 width = png_get_image_width(png, info), height = png_get_image_height(png, info);
+    own_error = width > 65536 || height > 65536;
+    if (own_error)
+      throw Error("png",
+                  std::to_string(width) + "x" + std::to_string(height) + " pixels; expected at most 65536 a side");
+    // The samples as PIL reads a picture (the reference loads one with
+    // convert("RGB")): palettes and bit depths under 8 expanded, 16-bit
+    // samples cut to their high byte (0x8000 is 128), alpha and tRNS dropped
+    // with the colour under them kept, and no gamma or colour-profile
+    // conversion (libpng's simplified reader converts 16-bit samples from
+    // linear light and blends alpha towards black).
+    const bool color = png_get_color_type(png, info) & PNG_COLOR_MASK_COLOR;
+    png_set_expand(png);
+    png_set_strip_16(png);
+    png_set_strip_alpha(png);
+    if (force_rgb && !color) png_set_gray_to_rgb(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    out.width = int(width);
+    out.height = int(height);
+    out.channels = int(png_get_channels(png, info));
+    own_error = out.channels != (force_rgb || color ? 3 : 1) ||
+                png_get_rowbytes(png, info) != std::size_t(width) * std::size_t(out.channels);
+    if (own_error)
+      throw Error("png", "unexpected sample layout after conversion to 8-bit " + std::string(color ? "RGB" : "gray"));
+    out.pixels.resize(std::size_t(width) * height * std::size_t(out.channels));
+    std::vector<png_bytep> rows(height);
+    for (png_uint_32 y = 0; y < height; ++y) rows[y] = out.pixels.data() + std::size_t(y) * width * out.channels;
+    png_read_image(png, rows.data());
+    png_read_end(png, nullptr);
+  } catch (const Error& e) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    const std::string what = std::string(e.what()).substr(std::strlen("[png] "));
+    throw Error("png", path + ": " + (own_error ? what : "not a valid PNG (" + what + ")"));
   }
-  if (!alpha) {
-    out.pixels = std::move(read);
-    return out;
-  }
-  const std::size_t pixels = std::size_t(out.width) * std::size_t(out.height), c = std::size_t(out.channels);
-  out.pixels.resize(pixels * c);
-  for (std::size_t i = 0; i < pixels; ++i)
-    for (std::size_t k = 0; k < c; ++k) out.pixels[i * c + k] = read[i * (c + 1) + k];
+  png_destroy_read_struct(&png, &info, nullptr);
   return out;
 }
 

@@ -33,8 +33,9 @@ void write_png(const std::string& path, const Image8& image, const std::vector<P
 // Reads an 8-bit gray or RGB PNG (used by tests and reports).
 Image8 read_png(const std::string& path);
 // Reads any PNG libpng understands (gray, palette, alpha, 16-bit) as 8-bit
-// RGB; alpha is composited onto black. Throws naming the file when it is not
-// a readable PNG.
+// RGB: alpha is dropped with the colour under it kept, 16-bit samples are
+// cut to their high byte, no gamma conversion (as PIL reads a picture).
+// Throws naming the file when it is not a readable PNG.
 Image8 read_png_rgb(const std::string& path);
 // Every tEXt, zTXt and iTXt chunk of the PNG at `path`, in file order
 // (before and after the image data). The file must be a regular file of at
@@ -42,7 +43,8 @@ Image8 read_png_rgb(const std::string& path);
 // libpng's limits on width, height and chunk sizes.
 std::vector<PngText> read_png_text(const std::string& path);
 
-// Maps [-1, 1] to [0, 255] as clamp(x/2 + 0.5, 0, 1) * 255, rounded.
+// Maps [-1, 1] to [0, 255] as clamp(x/2 + 0.5, 0, 1) * 255, rounded half to
+// even.
 uint8_t unit_range_to_u8(float x);
 
 }  // namespace stepmix

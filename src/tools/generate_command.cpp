@@ -141,9 +141,9 @@ void check_generate_options(const GenerateOptions& opt) {
 
 // One generation as --json prints it: the plan, the trace, the request and
 // the files written.
-json generation_json(const GenerateOptions& opt, const GeneratePlan& plan, const GenerateRequest& request,
-                     const GenerateResult& result, const OutputMetadata& meta, const GenerationOutputs& o,
-                     double seconds, bool drawn) {
+json generation_json(const GenerateOptions& opt, ActivationDType activations, const GeneratePlan& plan,
+                     const GenerateRequest& request, const GenerateResult& result, const OutputMetadata& meta,
+                     const GenerationOutputs& o, double seconds, bool drawn) {
   const auto [C, T, H, W] = plan.latent_shape;
   json out;
   out["trace"] = trace_string(result.trace);
@@ -161,7 +161,7 @@ json generation_json(const GenerateOptions& opt, const GeneratePlan& plan, const
   out["latent_shape"] = {1, C, T, H, W};
   out["transformer_calls"] = result.transformer_calls;
   out["cfg_batched"] = plan.cfg_batched;
-  out["activations"] = std::string(activation_dtype_name(opt.runtime.model_options().activations));
+  out["activations"] = std::string(activation_dtype_name(activations));
   out["weight_cache"] = opt.runtime.weight_cache;
   out["w8a16_rounding"] = opt.runtime.w8a16_rounding;
   out["bf16_latents"] = plan.bf16_latents;
@@ -185,12 +185,12 @@ json generation_json(const GenerateOptions& opt, const GeneratePlan& plan, const
 }
 
 void run_generate(const GenerateOptions& opt, bool fps_given) {
-  check_generate_options(opt);
   const ModelOptions model_options = opt.runtime.model_options();
   GenerateRequest request = opt.request.to_request("generate");
   request.policy = opt.policy.overrides();
   if (opt.no_system_prompt) request.use_system_prompt = false;
   request.bf16_latents = opt.bf16_latents;
+  check_generate_options(opt);
   request.image = opt.image;
   bool drawn = false;
   const uint64_t first_seed = resolve_seed(opt.seed, drawn);
@@ -264,7 +264,7 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
 
     const GenerationOutputs& o = outputs[std::size_t(i)];
     if (opt.json_output) {
-      images.push_back(generation_json(opt, plan, request, result, meta, o, seconds, drawn));
+      images.push_back(generation_json(opt, model_options.activations, plan, request, result, meta, o, seconds, drawn));
       continue;
     }
     if (opt.batch_count > 1) std::printf("image %d: seed %llu\n", i, (unsigned long long)request.seed);

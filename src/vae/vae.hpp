@@ -100,9 +100,10 @@ class WanVae {
   // The whole clip as [1, 3, F, H, W] float32 (F = 4(T−1)+1, H = 16h, W = 16w).
   std::vector<float> decode_to_tensor(const float* latent, const std::vector<int64_t>& shape,
                                       const RunOptions& options = {}) const;
-  // pixels [1, 3, F, H, W] in [-1, 1], F = 1 + 4k, H and W multiples of 16.
+  // pixels [1, 3, F, H, W] in [-1, 1], F = 1 + 4k, H and W multiples of the
+  // spatial factor (16 for Wan2.2).
   EncodeResult encode(const float* pixels, const std::vector<int64_t>& shape, const RunOptions& options = {}) const;
-  // One 8-bit RGB image (width and height multiples of 16) as a one-frame
+  // One 8-bit RGB image (width and height multiples of the spatial factor) as a one-frame
   // clip: latent frame 0 of any clip starting with this image (causality:
   // latent frame 0 depends on pixel frame 0 alone), for image-to-video.
   EncodeResult encode_image(const Image8& rgb, const RunOptions& options = {}) const;

@@ -73,6 +73,24 @@ TEST(Png, AlphaIsDroppedNotComposited) {
   std::filesystem::remove_all(dir);
 }
 
+// 16-bit samples are cut to their high byte, as PIL reads them (0x8000 ->
+// 128, 0x0101 -> 1), whatever gamma the file declares: libpng's simplified
+// reader converted them from linear light (0x8000 -> 186).
+TEST(Png, SixteenBitSamplesAreScaledNotGammaConverted) {
+  const auto dir = std::filesystem::temp_directory_path() / ("stepmix_png_16_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "rgb16.png").string();
+  const std::vector<uint16_t> rgb = {0x8000, 0x4000, 0x2000, 0xffff, 0x0000, 0x0101};
+  png_image img{};
+  img.version = PNG_IMAGE_VERSION;
+  img.width = 2;
+  img.height = 1;
+  img.format = PNG_FORMAT_LINEAR_RGB;  // 16-bit samples, written as given with gAMA 1.0
+  ASSERT_TRUE(png_image_write_to_file(&img, path.c_str(), 0, rgb.data(), 0, nullptr)) << img.message;
+  EXPECT_EQ(read_png_rgb(path).pixels, (std::vector<uint8_t>{128, 64, 32, 255, 0, 1}));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Png, TextChunksRoundTripInBothForms) {
   const auto dir = std::filesystem::temp_directory_path() / ("stepmix_png_text_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
