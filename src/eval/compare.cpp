@@ -335,8 +335,7 @@ void compare(const CompareOptions& opt, std::FILE* out, const CancelToken* cance
   outputs.commit();
   print_summary(out, report, opt.out_dir);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::size_t images = setup.prompts.size() * std::size_t(opt.seeds);
-  std::fprintf(out, "elapsed: %.1f s (%zu images x %zu runs)\n", seconds, images, modes.size());
+  std::fprintf(out, "elapsed: %.1f s (%zu images x %zu runs)\n", seconds, run.image_count(), modes.size());
 }
 
 }  // namespace stepmix

@@ -118,8 +118,8 @@ struct ImageMetrics {
 ImageMetrics measure_images(const CompareSetup& setup, const CompareRun& run) {
   const std::size_t images = run.image_count(), modes = run.modes.size();
   const auto [C, T, H, W] = setup.latent_shape;
-  ImageMetrics r{std::vector<std::vector<double>>(modes), std::vector<std::vector<double>>(modes),
-                 std::vector<std::vector<double>>(modes), std::vector<std::vector<double>>(modes)};
+  ImageMetrics r;
+  for (auto* metric : {&r.mse, &r.mae, &r.ssim, &r.psnr}) metric->resize(modes);
   std::vector<PlanarImage> ref(images);
   for (std::size_t i = 0; i < images; ++i) ref[i] = image_from_output(run.outputs[0][i], C, T, H, W);
   for (std::size_t m = 1; m < modes; ++m)

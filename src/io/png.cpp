@@ -51,6 +51,38 @@ void read_from_memory(png_structp png, png_bytep out, png_size_t n) {
   r->offset += n;
 }
 
+// libpng reading a whole PNG file held in memory. The file is read first,
+// so a folder, an empty or a non-PNG file is named as such (libpng alone
+// says "Read Error" for all of them); libpng's errors arrive as
+// stepmix::Error (png_error_to_exception), and the structs are freed however
+// the reading ends.
+class PngFileReader {
+ public:
+  explicit PngFileReader(const std::string& path) : bytes_(read_regular_file(path, 256ull << 20, "png")) {
+    if (bytes_.size() < 8 || png_sig_cmp(reinterpret_cast<png_const_bytep>(bytes_.data()), 0, 8) != 0)
+      throw Error("png", path + ": not a PNG file (no PNG signature)");
+    png = png_create_read_struct(PNG_LIBPNG_VER_STRING, nullptr, png_error_to_exception, png_warning_ignored);
+    info = png ? png_create_info_struct(png) : nullptr;
+    end_info = info ? png_create_info_struct(png) : nullptr;
+    if (!end_info) {
+      png_destroy_read_struct(&png, info ? &info : nullptr, nullptr);
+      throw Error("png", path + ": out of memory");
+    }
+    png_set_read_fn(png, &reader_, read_from_memory);
+    png_set_chunk_malloc_max(png, 64u << 20);  // one text chunk may hold a long prompt, not gigabytes
+  }
+  PngFileReader(const PngFileReader&) = delete;
+  PngFileReader& operator=(const PngFileReader&) = delete;
+  ~PngFileReader() { png_destroy_read_struct(&png, &info, &end_info); }
+
+  png_structp png = nullptr;
+  png_infop info = nullptr, end_info = nullptr;
+
+ private:
+  std::string bytes_;
+  MemoryReader reader_{&bytes_};
+};
+
 void collect_text(png_structp png, png_infop info, std::vector<PngText>& out) {
   png_textp text = nullptr;
   const int n = png_get_text(png, info, &text, nullptr);
@@ -126,24 +158,13 @@ void write_png(const std::string& path, const Image8& image, const std::vector<P
 
 namespace {
 Image8 read_png_as(const std::string& path, bool force_rgb) {
-  // Read whole first: a folder, an empty or a non-PNG file is named as such
-  // (libpng alone says "Read Error" for all of them).
-  const std::string bytes = read_regular_file(path, 256ull << 20, "png");
-  if (bytes.size() < 8 || png_sig_cmp(reinterpret_cast<png_const_bytep>(bytes.data()), 0, 8) != 0)
-    throw Error("png", path + ": not a PNG file (no PNG signature)");
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, nullptr, png_error_to_exception, png_warning_ignored);
-  png_infop info = png ? png_create_info_struct(png) : nullptr;
-  if (!info) {
-    png_destroy_read_struct(&png, nullptr, nullptr);
-    throw Error("png", path + ": out of memory");
-  }
+  PngFileReader reader(path);
+  png_structp png = reader.png;
+  png_infop info = reader.info;
   Image8 out;
   bool own_error = false;  // a libpng error says the file is not a valid PNG
   try {
-    MemoryReader reader{&bytes};
-    png_set_read_fn(png, &reader, read_from_memory);
     png_set_user_limits(png, 0x7fffffff, 0x7fffffff);  // the limit below names the size
-    png_set_chunk_malloc_max(png, 64u << 20);
     png_read_info(png, info);
     const png_uint_32 width = png_get_image_width(png, info), height = png_get_image_height(png, info);
     own_error = width > 65536 || height > 65536;
@@ -174,13 +195,11 @@ Image8 read_png_as(const std::string& path, bool force_rgb) {
     std::vector<png_bytep> rows(height);
     for (png_uint_32 y = 0; y < height; ++y) rows[y] = out.pixels.data() + std::size_t(y) * width * out.channels;
     png_read_image(png, rows.data());
-    png_read_end(png, nullptr);
+    png_read_end(png, reader.end_info);
   } catch (const Error& e) {
-    png_destroy_read_struct(&png, &info, nullptr);
     const std::string what = std::string(e.what()).substr(std::strlen("[png] "));
     throw Error("png", path + ": " + (own_error ? what : "not a valid PNG (" + what + ")"));
   }
-  png_destroy_read_struct(&png, &info, nullptr);
   return out;
 }
 
@@ -190,22 +209,12 @@ Image8 read_png(const std::string& path) { return read_png_as(path, false); }
 Image8 read_png_rgb(const std::string& path) { return read_png_as(path, true); }
 
 std::vector<PngText> read_png_text(const std::string& path) {
-  const std::string bytes = read_regular_file(path, 256ull << 20, "png");
-  if (bytes.size() < 8 || png_sig_cmp(reinterpret_cast<png_const_bytep>(bytes.data()), 0, 8) != 0)
-    throw Error("png", path + ": not a PNG file (no PNG signature)");
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, nullptr, png_error_to_exception, png_warning_ignored);
-  png_infop info = png ? png_create_info_struct(png) : nullptr;
-  png_infop end_info = info ? png_create_info_struct(png) : nullptr;
-  if (!end_info) {
-    png_destroy_read_struct(&png, info ? &info : nullptr, nullptr);
-    throw Error("png", path + ": out of memory");
-  }
+  PngFileReader reader(path);
+  png_structp png = reader.png;
+  png_infop info = reader.info, end_info = reader.end_info;
   std::vector<PngText> out;
   try {
-    MemoryReader reader{&bytes};
-    png_set_read_fn(png, &reader, read_from_memory);
     png_set_user_limits(png, 1u << 16, 1u << 16);
-    png_set_chunk_malloc_max(png, 64u << 20);  // one text chunk may hold a long prompt, not gigabytes
     png_read_info(png, info);
     collect_text(png, info, out);
     // The image rows must be read to reach chunks after the image data.
@@ -217,10 +226,8 @@ std::vector<PngText> read_png_text(const std::string& path) {
     png_read_end(png, end_info);
     collect_text(png, end_info, out);
   } catch (const Error& e) {
-    png_destroy_read_struct(&png, &info, &end_info);
     throw Error("png", path + ": " + std::string(e.what()).substr(std::strlen("[png] ")));
   }
-  png_destroy_read_struct(&png, &info, &end_info);
   return out;
 }
 
