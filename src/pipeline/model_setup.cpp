@@ -257,14 +257,14 @@ PromptGeometry prompt_geometry_for(const GeometryRequest& r, const std::array<in
   const auto [C, T, H, W] = shape;
   PromptGeometry g;
   const bool pixels = is_pixel_space(dir);
-  const int64_t sf = defaults.spatial_factor, tf = defaults.temporal_factor;
+  const int64_t sf = defaults.spatial_factor;
   g.height = r.height ? *r.height : pixels ? H : sf * H;
   g.width = r.width ? *r.width : pixels ? W : sf * W;
   // The frame count asked for (the request's, else the model's default),
   // which the duration sentence states even where the latent decodes to
   // fewer frames (190 asked: 48 latent frames, 189 decoded, "19.0 seconds"
   // at 10 fps); a latent shape stands for the frames it decodes to.
-  g.frames = r.latent_shape ? (pixels ? T : tf * (T - 1) + 1) : request_frames(r, dir, defaults);
+  g.frames = request_frames(r, dir, defaults);
   g.fps = fps;
   g.use_system_prompt = use_system_prompt;
   return g;
