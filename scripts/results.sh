@@ -233,20 +233,26 @@ if [[ $part == all || $part == compare ]]; then
     dir="$out/steps-$n"
     mkdir -p "$out"
     t0=$SECONDS
-    # compare writes REPORT_DIR whole at the end (--force replaces it); keep
-    # bench.json/bench.txt of an earlier run aside meanwhile.
-    keep=$(mktemp -d)
-    for f in bench.json bench.txt; do [[ -f "$dir/$f" ]] && cp "$dir/$f" "$keep/"; done
+    # compare writes a folder of its own (with its .stepmix-output marker) and
+    # replaces only a folder it wrote; steps-N also holds bench.json/bench.txt
+    # and compare.txt, so compare writes into a fresh folder beside it and its
+    # files are moved over the old ones afterwards.
+    mkdir -p "$dir"
+    stage=$(mktemp -d "$out/.steps-$n.compare.XXXXXX")
+    trap 'rm -rf "$stage"' EXIT
     policy_args=()
     for p in ${POLICIES[$n]}; do policy_args+=(--policy "$p"); done
     cmd=("$bin" compare --model "$MODEL" --reference "$REFERENCE" --prompts "$prompts" --seeds "${SEEDS[$n]}"
-         --steps "$n" --guidance "$GUIDANCE" "${policy_args[@]}" --force --out "$dir")
+         --steps "$n" --guidance "$GUIDANCE" "${policy_args[@]}" --out "$stage/report")
     echo "== compare, $n steps: ${cmd[*]}"
-    nice -n "${NICE:-0}" "${cmd[@]}" | tee "$keep/compare.txt"
-    cp "$keep"/* "$dir/"
-    rm -rf "$keep"
+    nice -n "${NICE:-0}" "${cmd[@]}" | tee "$stage/compare.txt"
+    rm -f "$stage/report/.stepmix-output"
+    mv -f "$stage"/report/* "$stage/compare.txt" "$dir/"
+    sed -i "s|$stage/report|$dir|g" "$dir/compare.txt"  # the summary names the folder it wrote
+    rm -rf "$stage"
+    trap - EXIT
     compact_json "$dir/report.json"
-    echo "compare $n steps: $((SECONDS - t0)) s, load $(cut -d' ' -f1-3 /proc/loadavg) at the end: nice -n ${NICE:-0} ${cmd[*]}" >>"$log"
+    echo "compare $n steps: $((SECONDS - t0)) s, load $(cut -d' ' -f1-3 /proc/loadavg) at the end: nice -n ${NICE:-0} ${cmd[*]/#$stage\/report/$dir}" >>"$log"
   done
 fi
 
