@@ -177,6 +177,15 @@ Image8 read_png_as(const std::string& path, bool force_rgb) {
     // with the colour under them kept, and no gamma or colour-profile
     // conversion (libpng's simplified reader converts 16-bit samples from
     // linear light and blends alpha towards black).
+    // PIL opens 16-bit gray (no alpha channel) as integers ("I;16") and
+    // convert("RGB") clips them at 255 instead of scaling: almost any such
+    // picture turns white. Matching that would be faithful and useless, a
+    // different reading would not match the reference, so it is refused.
+    own_error = png_get_color_type(png, info) == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) == 16;
+    if (own_error)
+      throw Error("png",
+                  "16-bit grayscale; expected 8-bit samples or 16-bit colour (the reference reader, PIL's "
+                  "convert(\"RGB\"), clips 16-bit gray samples at 255 instead of scaling them): save it as 8-bit");
     const bool color = png_get_color_type(png, info) & PNG_COLOR_MASK_COLOR;
     png_set_expand(png);
     png_set_strip_16(png);

@@ -35,7 +35,8 @@ Image8 read_png(const std::string& path);
 // Reads any PNG libpng understands (gray, palette, alpha, 16-bit) as 8-bit
 // RGB: alpha is dropped with the colour under it kept, 16-bit samples are
 // cut to their high byte, no gamma conversion (as PIL reads a picture).
-// Throws naming the file when it is not a readable PNG.
+// Throws naming the file when it is not a readable PNG, or is 16-bit gray
+// without alpha (PIL clips those samples at 255 rather than scaling them).
 Image8 read_png_rgb(const std::string& path);
 // Every tEXt, zTXt and iTXt chunk of the PNG at `path`, in file order
 // (before and after the image data). The file must be a regular file of at

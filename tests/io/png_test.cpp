@@ -91,6 +91,41 @@ TEST(Png, SixteenBitSamplesAreScaledNotGammaConverted) {
   std::filesystem::remove_all(dir);
 }
 
+// PIL reads 16-bit gray as integers and clips them at 255 in convert("RGB");
+// such a picture is refused with the reason, not read another way.
+TEST(Png, SixteenBitGrayIsRefusedWithTheReason) {
+  const auto dir = std::filesystem::temp_directory_path() / ("stepmix_png_gray16_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "gray16.png").string();
+  const std::vector<uint16_t> gray = {0x8000, 0x00ff};
+  png_image img{};
+  img.version = PNG_IMAGE_VERSION;
+  img.width = 2;
+  img.height = 1;
+  img.format = PNG_FORMAT_LINEAR_Y;  // 16-bit gray, no alpha
+  ASSERT_TRUE(png_image_write_to_file(&img, path.c_str(), 0, gray.data(), 0, nullptr)) << img.message;
+  for (const bool rgb : {true, false}) {
+    try {
+      rgb ? read_png_rgb(path) : read_png(path);
+      ADD_FAILURE() << "read a 16-bit gray PNG";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("gray16.png: 16-bit grayscale; expected 8-bit samples"), std::string::npos) << what;
+      EXPECT_NE(what.find("save it as 8-bit"), std::string::npos) << what;
+    }
+  }
+  // 16-bit gray with alpha is read as PIL reads it ("LA;16B": the high byte).
+  img = {};
+  img.version = PNG_IMAGE_VERSION;
+  img.width = 2;
+  img.height = 1;
+  img.format = PNG_FORMAT_LINEAR_Y_ALPHA;
+  const std::vector<uint16_t> gray_alpha = {0x8000, 0xffff, 0x4000, 0xffff};
+  ASSERT_TRUE(png_image_write_to_file(&img, path.c_str(), 0, gray_alpha.data(), 0, nullptr)) << img.message;
+  EXPECT_EQ(read_png_rgb(path).pixels, (std::vector<uint8_t>{128, 128, 128, 64, 64, 64}));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Png, TextChunksRoundTripInBothForms) {
   const auto dir = std::filesystem::temp_directory_path() / ("stepmix_png_text_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
