@@ -213,6 +213,15 @@ sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const Mod
   }
   o.use_karras_sigmas = false;  // the Cosmos3 pipeline's, for either scheduler
   o.native_flow_grid = defaults.native_flow_schedule;
+  // The flag lives in model_index.json, the scheduler kind in the scheduler
+  // file or the request: the refusal names both (apply_overrides checks the
+  // same without knowing where each came from).
+  const sched::SchedulerKind kind = o.kind.value_or(config.kind);
+  if (o.native_flow_grid && kind != sched::SchedulerKind::unipc_multistep)
+    throw Error("config", dir.model_index_path.value_or("model_index.json") +
+                              ": use_native_flow_schedule true: implemented for UniPC only, but the scheduler is " +
+                              std::string(sched::scheduler_kind_name(kind)) + " (" +
+                              (r.kind ? "--scheduler " + *r.kind : config.source) + "); set it false or run UniPC");
   o.flow_shift = r.flow_shift;
   if (r.bf16_latents) o.precision = sched::Precision::bf16_emulation;
   // UniPC's flow_shift is a request value (the runtimes override the file's

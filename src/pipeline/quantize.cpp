@@ -126,6 +126,15 @@ std::pair<std::vector<uint8_t>, float> quantize_weight(const TensorView& w, floa
   return {std::move(codes), scale};
 }
 
+// What makes a model folder something to quantize, checked before prompts,
+// tokenizer or calibration settings are looked at.
+void check_quantizable(const ModelDirectory& dir, const std::string& model_dir) {
+  if (dir.transformer_dir == dir.root)
+    throw Error("quantize", model_dir + ": expected a Diffusers model directory (with transformer/)");
+  if (dir.config.contains("quantization_config") && !dir.config["quantization_config"].is_null())
+    throw Error("quantize", dir.config_path + ": quantization_config: the model is already quantized");
+}
+
 void copy_model_tree(const fs::path& from, const fs::path& to, const fs::path& skip) {
   for (const auto& entry : fs::directory_iterator(from)) {
     if (entry.path() == skip) continue;
@@ -160,8 +169,7 @@ QuantizeReport quantize_checkpoint(const QuantizeSettings& s) {
                                     s.model_dir + " is the model); choose a folder outside the model");
     }
   }
-  if (dir.transformer_dir == dir.root)
-    throw Error("quantize", s.model_dir + ": expected a Diffusers model directory (with transformer/)");
+  check_quantizable(dir, s.model_dir);
   // The policy is checked as the output's config will be read, before the
   // calibration rather than by the first load of what it wrote.
   {
@@ -169,8 +177,6 @@ QuantizeReport quantize_checkpoint(const QuantizeSettings& s) {
     written["quantization_config"] = modelopt_fp8_quantization_config(s.policy, true);
     parse_step_policy(written, "the policy to write (--policy)");
   }
-  if (dir.config.contains("quantization_config") && !dir.config["quantization_config"].is_null())
-    throw Error("quantize", dir.config_path + ": quantization_config: the model is already quantized");
   if (s.calibration.prompts.empty()) throw Error("quantize", "no calibration prompts");
   if (s.calibration.seeds < 1 || s.calibration.steps < 1)
     throw Error("quantize", "calibration needs at least one seed and one step");
@@ -249,6 +255,7 @@ std::vector<std::vector<int64_t>> read_calibration_prompts(const std::string& pa
 
 void quantize(const QuantizeOptions& opt, std::FILE* out) {
   const ModelDirectory dir = ModelDirectory::open(opt.model_dir);
+  check_quantizable(dir, opt.model_dir);
   const ModelDefaults defaults = read_model_defaults(dir);
   PromptEncoder encoder(dir);
   QuantizeSettings s;

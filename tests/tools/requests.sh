@@ -223,6 +223,12 @@ expect_rejected quantize_id_range "$tmp/qprompts_range.txt: prompt 2: id 999" "o
 expect_rejected quantize_negative_ids "--negative-prompt-ids: id 999 (position 0)" "outside the vocabulary [0, 96)" \
   quantize --model "$tmp/qmodel" --calib-prompts "$tmp/qprompts.txt" --negative-prompt-ids 999,94,95 \
   --latent-shape 4,1,4,4 --steps 2 --out "$o/q"
+# A bare transformer folder, or an FP8 model, is refused for what it is before
+# the prompts or the tokenizer are asked for.
+expect_rejected quantize_bare_transformer "$tmp/qmodel/transformer" "expected a Diffusers model directory" \
+  quantize --model "$tmp/qmodel/transformer" --out "$o/q"
+expect_rejected quantize_fp8 "quantization_config" "the model is already quantized" \
+  quantize --model "$models/fashion-cosmos3-fp8" --calib-prompts "$tmp/qprompts.txt" --out "$o/q"
 
 # A config warning is printed once (it used to come twice from a run).
 cp -r "$fashion" "$tmp/warn_model"
@@ -269,6 +275,9 @@ expect_ok default_grid "trace:" generate -m "$fashion" -p boot -o "$o/default.pn
 cmp -s "$o/native.safetensors" "$o/default.safetensors" && fail "native_grid: the same latent as the default grid"
 expect_rejected native_not_bool "$tmp/native_bad/model_index.json: use_native_flow_schedule" "expected true or false" \
   generate -m "$tmp/native_bad" -p boot -o "$o/x.png"
+expect_rejected native_euler "$tmp/native/model_index.json: use_native_flow_schedule true" \
+  "scheduler is FlowMatchEulerDiscreteScheduler (--scheduler euler)" \
+  generate -m "$tmp/native" -p boot --scheduler euler -o "$o/x.png"
 # A distilled build: FlowMatch Euler with a fixed sigma list, drawing fresh noise every step from the
 # seed's generator (one seed, one run).
 mkdir -p "$tmp/distilled"
