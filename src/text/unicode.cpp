@@ -58,7 +58,7 @@ const Regex& space_class() {
   return r;
 }
 
-std::string utf8proc_compose(std::string_view s) {
+std::string utf8proc_map_compose(std::string_view s) {
   utf8proc_uint8_t* out = nullptr;
   const utf8proc_ssize_t n =
       utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()), &out,
@@ -70,6 +70,28 @@ std::string utf8proc_compose(std::string_view s) {
   std::string result(reinterpret_cast<const char*>(out), static_cast<std::size_t>(n));
   std::free(out);
   return result;
+}
+
+// U+11A7, the filler just below the trailing consonants U+11A8..U+11C2, is
+// not a trailing consonant: an LV syllable followed by it stays as it is
+// (Unicode §3.12: TIndex 0 does not compose). utf8proc 2.8 composes it and so
+// deletes it ("\uAC00\u11A7" -> "\uAC00"). The filler is a starter that
+// composes with nothing on either side, so the text is normalised piece by
+// piece between fillers, and each filler kept.
+std::string utf8proc_compose(std::string_view s) {
+  static constexpr std::string_view kJamoFiller = "\xE1\x86\xA7";  // U+11A7
+  std::size_t filler = s.find(kJamoFiller);
+  if (filler == std::string_view::npos) return utf8proc_map_compose(s);
+  std::string out;
+  out.reserve(s.size());
+  std::size_t start = 0;
+  for (; filler != std::string_view::npos; filler = s.find(kJamoFiller, start)) {
+    out += utf8proc_map_compose(s.substr(start, filler - start));
+    out += kJamoFiller;
+    start = filler + kJamoFiller.size();
+  }
+  out += utf8proc_map_compose(s.substr(start));
+  return out;
 }
 
 }  // namespace

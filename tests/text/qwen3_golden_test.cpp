@@ -55,6 +55,19 @@ TEST(Qwen3Golden, EveryEncodeCase) {
   EXPECT_TRUE(failures.empty()) << json(failures).dump();
 }
 
+// U+11A7 after a Hangul syllable stays a character of its own (utf8proc 2.8's
+// NFC deleted it). Ids from @huggingface/tokenizers 0.2.0, the goldens'
+// reference, on the same tokenizer.json.
+TEST(Qwen3Golden, TheHangulFillerAfterASyllableIsKept) {
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> cases = {
+      {"\xEA\xB0\x80\xE1\x86\xA7", {19969, 124137, 100}},               // U+AC00 U+11A7
+      {"\xEB\x81\xBC\xE1\x86\xA7", {142063, 124137, 100}},              // U+B07C U+11A7
+      {"\xE1\x84\x85\xE1\x85\xA8\xE1\x86\xA7", {131000, 124137, 100}},  // U+1105 U+1168 U+11A7
+      {"\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA7\xE1\x86\xA8 x\xE1\x86\xA7",
+       {19969, 124137, 100, 147979, 856, 124137, 100}}};
+  for (const auto& [text, ids] : cases) EXPECT_EQ(qwen3().encode(text), ids) << json(text).dump();
+}
+
 TEST(Qwen3Golden, EveryDecodeCase) {
   const auto cases = read_jsonl(qwen3_path("decode.jsonl"));
   ASSERT_EQ(cases.size(), 36u);

@@ -23,14 +23,30 @@ TEST(Unicode, NfcComposesCanonicallyOnly) {
   EXPECT_EQ(nfc(""), "");
 }
 
+// Hangul: L + V and LV + T compose, but U+11A7 (the filler below the first
+// trailing consonant U+11A8) is no T and stays, as the reference keeps it.
+TEST(Unicode, NfcKeepsTheHangulFillerAfterASyllable) {
+  EXPECT_EQ(nfc("\xE1\x84\x80\xE1\x85\xA1"), "\xEA\xB0\x80");  // U+1100 U+1161 -> U+AC00
+  EXPECT_EQ(nfc("\xEA\xB0\x80\xE1\x86\xA8"), "\xEA\xB0\x81");  // U+AC00 U+11A8 -> U+AC01
+  EXPECT_EQ(nfc("\xEA\xB0\x80\xE1\x86\xA7"), "\xEA\xB0\x80\xE1\x86\xA7");
+  EXPECT_EQ(nfc_whole("\xEA\xB0\x80\xE1\x86\xA7"), "\xEA\xB0\x80\xE1\x86\xA7");
+  EXPECT_EQ(nfc("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA7x"), "\xEA\xB0\x80\xE1\x86\xA7x");
+  // Fillers in a row, at the ends, and marks around them still normalised.
+  EXPECT_EQ(nfc("\xE1\x86\xA7\xE1\x86\xA7"
+                "a\xCC\x81\xE1\x86\xA7"),
+            "\xE1\x86\xA7\xE1\x86\xA7\xC3\xA1\xE1\x86\xA7");
+}
+
 // nfc() sends only the non-ASCII stretches (plus the ASCII character before
 // each) through utf8proc; on random mixtures of starters, combining marks,
 // conjoining jamo, singletons and ASCII it must equal one call on the whole.
 TEST(Unicode, NfcOfStretchesEqualsNfcOfTheWholeText) {
+  // clang-format off
   const std::vector<std::string> pieces = {
       "a", "e", "A", " ", ".", "\n", "\xCC\x81", "\xCC\xA3", "\xCD\x85", "\xE1\x84\x80", "\xE1\x85\xA1", "\xE1\x86\xA8",
       "\xEA\xB0\x80", "\xE2\x84\xAB", "\xE0\xA5\x98", "\xC3\xA9", "\xE0\xBD\xB3", "\xE0\xAD\x87", "\xE0\xAC\xBE", "<",
-      "\xCC\xB8", "\xF0\x9F\x98\x80", "\xEF\xAC\x81"};
+      "\xCC\xB8", "\xF0\x9F\x98\x80", "\xEF\xAC\x81", "\xE1\x86\xA7"};  // the last: U+11A7
+  // clang-format on
   std::mt19937 rng(3);
   for (int i = 0; i < 5000; ++i) {
     std::string s;
