@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -49,10 +50,15 @@ class Error : public std::runtime_error {
       : std::runtime_error("[" + component + "] " + visible(message)) {}
 
   // A number as a message quotes it: "%g" (1e-07, 0.5, 1000, inf), where
-  // std::to_string would print 1e-07 as 0.000000.
+  // std::to_string would print 1e-07 as 0.000000, with more digits when six
+  // would not give the value back (0.009999999999999998 next to a limit of
+  // 0.01 must not read as 0.01).
   static std::string number(double v) {
     char text[32];
-    std::snprintf(text, sizeof text, "%g", v);
+    for (int digits = 6; digits <= 17; ++digits) {
+      std::snprintf(text, sizeof text, "%.*g", digits, v);
+      if (v != v || std::strtod(text, nullptr) == v) break;
+    }
     return text;
   }
 

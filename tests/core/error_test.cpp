@@ -35,5 +35,20 @@ TEST(Error, KeepsValidUtf8AndSpellsInvalidBytes) {
   EXPECT_STREQ(Error("\xc0\xaf \xed\xa0\x80").what(), "\\xc0\\xaf \\xed\\xa0\\x80");
 }
 
+// Numbers read as %g, with the digits needed to give the value back: a value
+// just outside a limit must not print as the limit.
+TEST(Error, NumbersAreShortButNeverRoundedOntoAnotherValue) {
+  EXPECT_EQ(Error::number(0.5), "0.5");
+  EXPECT_EQ(Error::number(1e-7), "1e-07");
+  EXPECT_EQ(Error::number(1000), "1000");
+  EXPECT_EQ(Error::number(23.976), "23.976");
+  EXPECT_EQ(Error::number(0.1), "0.1");
+  EXPECT_EQ(Error::number(0.009999999999999998), "0.009999999999999998");
+  EXPECT_EQ(Error::number(1000.0000000000001), "1000.0000000000001");
+  EXPECT_EQ(Error::number(1.0 / 0.0), "inf");
+  EXPECT_EQ(Error::number(-1.0 / 0.0), "-inf");
+  EXPECT_EQ(Error::number(0.0 / 0.0).find("nan") != std::string::npos, true);
+}
+
 }  // namespace
 }  // namespace stepmix::test
