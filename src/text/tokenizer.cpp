@@ -4,7 +4,6 @@
 #include "text/tokenizer.hpp"
 
 #include <algorithm>
-#include <cctype>
 
 #include "io/json_input.hpp"
 #include "stepmix/error.hpp"
@@ -14,41 +13,23 @@
 namespace stepmix::text {
 namespace {
 
-// \w as the Whitespace pre-tokenizer sees ASCII: letters, digits, underscore.
-// Bytes >= 0x80 (UTF-8 sequences) count as word characters so that non-ASCII
-// words stay whole.
-bool is_word_byte(unsigned char c) { return std::isalnum(c) || c == '_' || c >= 0x80; }
-bool is_space_byte(unsigned char c) { return std::isspace(c) != 0; }
-
+// The pre-tokenizer's words (matches of t.words), each looked up whole.
 void word_level_words(const TokenizerImpl& t, std::string_view piece, std::vector<int64_t>& ids,
                       std::vector<std::string>* unknown) {
-  std::size_t i = 0;
-  while (i < piece.size()) {
-    const auto c = static_cast<unsigned char>(piece[i]);
-    if (is_space_byte(c)) {
-      ++i;
-      continue;
-    }
-    std::size_t j = i;
-    if (!t.split_punctuation) {
-      while (j < piece.size() && !is_space_byte(static_cast<unsigned char>(piece[j]))) ++j;
-    } else {
-      const bool word = is_word_byte(c);
-      while (j < piece.size() && !is_space_byte(static_cast<unsigned char>(piece[j])) &&
-             is_word_byte(static_cast<unsigned char>(piece[j])) == word)
-        ++j;
-    }
-    const std::string w(piece.substr(i, j - i));
+  thread_local std::vector<std::pair<std::size_t, std::size_t>> matches;
+  t.words->find_all(piece, matches);
+  for (const auto& [begin, end] : matches) {
+    if (begin == end) continue;
+    const std::string w(piece.substr(begin, end - begin));
     const auto it = t.word_vocab.find(w);
     if (it != t.word_vocab.end())
       ids.push_back(it->second);
     else if (t.unk_id) {
       ids.push_back(*t.unk_id);
       if (unknown) unknown->push_back(w);
-    }
-    else
-      throw Error("tokenizer", t.label + ": word \"" + w + "\" is not in the vocabulary and the tokenizer has no unk_token");
-    i = j;
+    } else
+      throw Error("tokenizer",
+                  t.label + ": word \"" + w + "\" is not in the vocabulary and the tokenizer has no unk_token");
   }
 }
 
@@ -78,8 +59,7 @@ void bpe_pieces(const TokenizerImpl& t, std::string_view text, std::size_t step,
 // (NFC of ASCII text), else a copy in `storage`.
 std::string_view normalize(const TokenizerImpl& t, std::string_view piece, std::string& storage) {
   if (t.lowercase) {
-    storage.assign(piece);
-    for (char& c : storage) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    storage = lowercase(piece);
     return storage;
   }
   if (!t.nfc || std::all_of(piece.begin(), piece.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }))

@@ -23,15 +23,16 @@ struct TokenizerImpl {
   ModelKind kind = ModelKind::word_level;
   int64_t vocab_size = 0;
 
-  // Normaliser: NFC (BPE) or ASCII lowercase (WordLevel), or none.
+  // Normaliser: NFC (BPE) or Lowercase (WordLevel), or none.
   bool nfc = false;
   bool lowercase = false;
 
-  // WordLevel: vocabulary, unk token, Whitespace (\w+|[^\w\s]+) or
-  // WhitespaceSplit.
+  // WordLevel: vocabulary, unk token, and the words of the pre-tokenizer as
+  // the matches of one regex: Whitespace (\w+|[^\w\s]+) or WhitespaceSplit
+  // (runs of anything but White_Space), with Rust's Unicode classes.
   std::unordered_map<std::string, int64_t> word_vocab;
   std::optional<int64_t> unk_id;
-  bool split_punctuation = true;
+  std::unique_ptr<Regex> words;
 
   // BPE: the Split regexes, applied in order, then the byte-level model.
   std::vector<std::unique_ptr<Regex>> splits;

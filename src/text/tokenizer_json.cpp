@@ -2,12 +2,11 @@
 // understood or refused by name (fail closed), since a setting stepmix
 // ignored would silently change the ids.
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
-#include <nlohmann/json.hpp>
 
 #include "io/json_input.hpp"
 #include "stepmix/error.hpp"
@@ -136,10 +135,15 @@ void read_bpe_pre_tokenizer(const json& n, const std::string& label, TokenizerIm
 
 void read_word_level_pre_tokenizer(const json& n, const std::string& label, TokenizerImpl& t) {
   const std::string type = n.is_object() && n.contains("type") && n["type"].is_string() ? n["type"].get<std::string>() : "";
+  // The classes of the Rust regex crate, which `tokenizers` runs: \w is
+  // Alphabetic, marks, decimal digits, connector punctuation and the joiners;
+  // \s and char::is_whitespace are White_Space.
+  static const std::string word = R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}])";
+  static const std::string not_word_or_space = R"([^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}\p{White_Space}])";
   if (type == "Whitespace")
-    t.split_punctuation = true;
+    t.words = std::make_unique<Regex>(word + "+|" + not_word_or_space + "+", "tokenizer", "Whitespace words");
   else if (type == "WhitespaceSplit")
-    t.split_punctuation = false;
+    t.words = std::make_unique<Regex>(R"([^\p{White_Space}]+)", "tokenizer", "WhitespaceSplit words");
   else
     fail(label, "pre_tokenizer.type: \"" + type + "\" is not supported (expected Whitespace or WhitespaceSplit)");
   only_keys(n, {"type"}, label, "pre_tokenizer");
@@ -370,8 +374,7 @@ std::shared_ptr<const TokenizerImpl> load_tokenizer_json(std::string_view text, 
       continue;
     }
     std::string content = t->nfc ? nfc(a.content) : a.content;
-    if (t->lowercase)
-      for (char& c : content) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (t->lowercase) content = lowercase(content);
     t->normalized_added.add(a, std::move(content));
   }
   return t;

@@ -174,6 +174,31 @@ std::string nfc(std::string_view s) {
 
 std::string nfc_whole(std::string_view s) { return utf8proc_compose(s); }
 
+std::string lowercase(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (b < 0x80) {
+      out += static_cast<char>(b >= 'A' && b <= 'Z' ? b + ('a' - 'A') : b);
+      ++i;
+      continue;
+    }
+    utf8proc_int32_t c = 0;
+    const utf8proc_ssize_t n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i),
+                                                static_cast<utf8proc_ssize_t>(s.size() - i), &c);
+    if (n <= 0) throw Error("tokenizer", "Lowercase: not valid UTF-8 (byte " + std::to_string(i) + ")");
+    i += static_cast<std::size_t>(n);
+    if (c == 0x130) {  // the one unconditional lowercase mapping longer than one character
+      out += "i\xCC\x87";
+      continue;
+    }
+    append_utf8(out, static_cast<char32_t>(utf8proc_tolower(c)));
+  }
+  return out;
+}
+
 Regex::Regex(const std::string& pattern, const std::string& component, const std::string& label) {
   oniguruma_init();
   OnigRegex reg = nullptr;

@@ -40,6 +40,12 @@ std::string nfc(std::string_view s);
 // The plain twin: one utf8proc call on the whole text. nfc() must equal it.
 std::string nfc_whole(std::string_view s);
 
+// Hugging Face's Lowercase normaliser: every character replaced by its full
+// lowercase mapping on its own (Rust's char::to_lowercase: U+0130 becomes
+// "i\u0307"; no final-sigma rule, which needs context), from utf8proc's
+// tables. ASCII text is lowered in place of a copy.
+std::string lowercase(std::string_view s);
+
 // A compiled Oniguruma regex (UTF-8, Oniguruma syntax, no options: what
 // `tokenizers` compiles a Split pattern with). Immutable after construction,
 // so one object may be searched from several threads.

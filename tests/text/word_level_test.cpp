@@ -100,6 +100,37 @@ TEST(Tokenizer, WhitespaceSplitKeepsPunctuation) {
   EXPECT_EQ(tok.encode("a t-shirt"), (std::vector<int64_t>{3, 0}));
 }
 
+// Unicode as `tokenizers` (Rust) has it: WhitespaceSplit cuts at White_Space
+// (U+3000, U+00A0, U+0085; not U+FEFF), Whitespace's \w is Alphabetic, marks,
+// decimal digits, connector punctuation and the joiners, and Lowercase maps
+// every character on its own (U+212A KELVIN SIGN -> k, U+0130 -> i + U+0307).
+TEST(Tokenizer, WordLevelSplitsAndLowersWithUnicodeClasses) {
+  nlohmann::json doc = nlohmann::json::parse(kTokenizer);
+  auto& vocab = doc["model"]["vocab"];
+  vocab["café"] = 12;
+  vocab["école"] = 13;
+  vocab["—"] = 14;
+  vocab["key"] = 15;
+  vocab["i\u0307stanbul"] = 16;
+  vocab["a\ufeffphoto"] = 17;
+  vocab["x_1"] = 18;
+  vocab["σοφία"] = 19;
+  vocab["οδοσ"] = 20;
+  const Tokenizer words = Tokenizer::from_json_text(doc.dump(), "tok.json");
+  EXPECT_EQ(words.encode("Café—boot"), (std::vector<int64_t>{12, 14, 7}));
+  EXPECT_EQ(words.encode("ÉCOLE \u212Aey \u0130stanbul"), (std::vector<int64_t>{13, 15, 16}));
+  EXPECT_EQ(words.encode("x_1 e\u0301"), (std::vector<int64_t>{18, 0}));  // a mark is a word character
+  EXPECT_EQ(words.encode("ΣΟΦΊΑ ΣΟΦΙΑ"), (std::vector<int64_t>{19, 0}));  // σοφία; σοφια is no entry
+  // A capital sigma at the end of a word lowers to σ as any other (char by
+  // char, as Rust's Lowercase does), not to the final form ς.
+  EXPECT_EQ(words.encode("ΟΔΟΣ"), (std::vector<int64_t>{20}));
+  doc["pre_tokenizer"]["type"] = "WhitespaceSplit";
+  const Tokenizer split = Tokenizer::from_json_text(doc.dump(), "tok.json");
+  EXPECT_EQ(split.encode("a\u3000photo\u00a0of\u0085a\u2028boot"), (std::vector<int64_t>{3, 4, 5, 3, 7}));
+  EXPECT_EQ(split.encode("A\uFEFFphoto"), (std::vector<int64_t>{17}));  // U+FEFF is no White_Space
+  EXPECT_EQ(split.encode("Café—boot"), (std::vector<int64_t>{0}));
+}
+
 TEST(Tokenizer, UnsupportedOrMalformedFilesAreRejected) {
   EXPECT_NE(error_of(with(R"("type": "WordLevel")", R"("type": "Unigram")")).find("model.type: \"Unigram\" is not supported"),
             std::string::npos);
