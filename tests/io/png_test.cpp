@@ -44,6 +44,21 @@ TEST(Png, UnitRangeMapping) {
   EXPECT_EQ(unit_range_to_u8(7.0f), 255);
 }
 
+// Writes `samples` (one row of `width` pixels in libpng's simplified-API
+// `format`: 8-bit, or 16-bit for the LINEAR formats) with libpng itself, so
+// the reader is tested on files it did not write.
+template <typename Sample>
+::testing::AssertionResult write_row_with_libpng(const std::string& path, png_uint_32 format, png_uint_32 width,
+                                                 const std::vector<Sample>& samples) {
+  png_image img{};
+  img.version = PNG_IMAGE_VERSION;
+  img.width = width;
+  img.height = 1;
+  img.format = format;
+  if (png_image_write_to_file(&img, path.c_str(), 0, samples.data(), 0, nullptr)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << img.message;
+}
+
 // An alpha channel is dropped and the colour under it kept (PIL's
 // convert("RGB"), what the reference pipeline loads a picture with), not
 // blended towards black.
@@ -52,20 +67,10 @@ TEST(Png, AlphaIsDroppedNotComposited) {
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "rgba.png").string();
   const std::vector<uint8_t> rgba = {200, 100, 50, 128, 10, 20, 30, 0, 255, 255, 255, 255};
-  png_image img{};
-  img.version = PNG_IMAGE_VERSION;
-  img.width = 3;
-  img.height = 1;
-  img.format = PNG_FORMAT_RGBA;
-  ASSERT_TRUE(png_image_write_to_file(&img, path.c_str(), 0, rgba.data(), 0, nullptr)) << img.message;
+  ASSERT_TRUE(write_row_with_libpng(path, PNG_FORMAT_RGBA, 3, rgba));
   EXPECT_EQ(read_png_rgb(path).pixels, (std::vector<uint8_t>{200, 100, 50, 10, 20, 30, 255, 255, 255}));
-  img = {};
-  img.version = PNG_IMAGE_VERSION;
-  img.width = 2;
-  img.height = 1;
-  img.format = PNG_FORMAT_GA;
   const std::vector<uint8_t> ga = {90, 64, 7, 0};
-  ASSERT_TRUE(png_image_write_to_file(&img, path.c_str(), 0, ga.data(), 0, nullptr)) << img.message;
+  ASSERT_TRUE(write_row_with_libpng(path, PNG_FORMAT_GA, 2, ga));
   EXPECT_EQ(read_png_rgb(path).pixels, (std::vector<uint8_t>{90, 90, 90, 7, 7, 7}));
   const Image8 gray = read_png(path);
   EXPECT_EQ(gray.channels, 1);
@@ -81,12 +86,8 @@ TEST(Png, SixteenBitSamplesAreScaledNotGammaConverted) {
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "rgb16.png").string();
   const std::vector<uint16_t> rgb = {0x8000, 0x4000, 0x2000, 0xffff, 0x0000, 0x0101};
-  png_image img{};
-  img.version = PNG_IMAGE_VERSION;
-  img.width = 2;
-  img.height = 1;
-  img.format = PNG_FORMAT_LINEAR_RGB;  // 16-bit samples, written as given with gAMA 1.0
-  ASSERT_TRUE(png_image_write_to_file(&img, path.c_str(), 0, rgb.data(), 0, nullptr)) << img.message;
+  // 16-bit samples, written as given with gAMA 1.0.
+  ASSERT_TRUE(write_row_with_libpng(path, PNG_FORMAT_LINEAR_RGB, 2, rgb));
   EXPECT_EQ(read_png_rgb(path).pixels, (std::vector<uint8_t>{128, 64, 32, 255, 0, 1}));
   std::filesystem::remove_all(dir);
 }
@@ -98,12 +99,7 @@ TEST(Png, SixteenBitGrayIsRefusedWithTheReason) {
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "gray16.png").string();
   const std::vector<uint16_t> gray = {0x8000, 0x00ff};
-  png_image img{};
-  img.version = PNG_IMAGE_VERSION;
-  img.width = 2;
-  img.height = 1;
-  img.format = PNG_FORMAT_LINEAR_Y;  // 16-bit gray, no alpha
-  ASSERT_TRUE(png_image_write_to_file(&img, path.c_str(), 0, gray.data(), 0, nullptr)) << img.message;
+  ASSERT_TRUE(write_row_with_libpng(path, PNG_FORMAT_LINEAR_Y, 2, gray));  // 16-bit gray, no alpha
   for (const bool rgb : {true, false}) {
     try {
       rgb ? read_png_rgb(path) : read_png(path);
@@ -115,13 +111,8 @@ TEST(Png, SixteenBitGrayIsRefusedWithTheReason) {
     }
   }
   // 16-bit gray with alpha is read as PIL reads it ("LA;16B": the high byte).
-  img = {};
-  img.version = PNG_IMAGE_VERSION;
-  img.width = 2;
-  img.height = 1;
-  img.format = PNG_FORMAT_LINEAR_Y_ALPHA;
   const std::vector<uint16_t> gray_alpha = {0x8000, 0xffff, 0x4000, 0xffff};
-  ASSERT_TRUE(png_image_write_to_file(&img, path.c_str(), 0, gray_alpha.data(), 0, nullptr)) << img.message;
+  ASSERT_TRUE(write_row_with_libpng(path, PNG_FORMAT_LINEAR_Y_ALPHA, 2, gray_alpha));
   EXPECT_EQ(read_png_rgb(path).pixels, (std::vector<uint8_t>{128, 128, 128, 64, 64, 64}));
   std::filesystem::remove_all(dir);
 }
