@@ -157,6 +157,23 @@ void write_png(const std::string& path, const Image8& image, const std::vector<P
 }
 
 namespace {
+// A palette shorter than the indices in the image (a malformed file that
+// decoders accept) is completed as PIL completes it, entry i gray (i, i, i);
+// libpng would give black.
+void pad_short_palette(png_structp png, png_infop info) {
+  png_colorp palette = nullptr;
+  int count = 0;
+  if (png_get_color_type(png, info) != PNG_COLOR_TYPE_PALETTE ||
+      png_get_PLTE(png, info, &palette, &count) != PNG_INFO_PLTE)
+    return;
+  const int size = 1 << png_get_bit_depth(png, info);
+  if (count >= size) return;
+  png_color padded[PNG_MAX_PALETTE_LENGTH];
+  std::copy(palette, palette + count, padded);
+  for (int i = count; i < size; ++i) padded[i] = {png_byte(i), png_byte(i), png_byte(i)};
+  png_set_PLTE(png, info, padded, size);
+}
+
 Image8 read_png_as(const std::string& path, bool force_rgb) {
   PngFileReader reader(path);
   png_structp png = reader.png;
@@ -172,21 +189,23 @@ Image8 read_png_as(const std::string& path, bool force_rgb) {
       throw Error("png",
                   std::to_string(width) + "x" + std::to_string(height) + " pixels; expected at most 65536 a side");
     // The samples as PIL reads a picture (the reference loads one with
-    // convert("RGB")): palettes and bit depths under 8 expanded, 16-bit
-    // samples cut to their high byte (0x8000 is 128), alpha and tRNS dropped
-    // with the colour under them kept, and no gamma or colour-profile
-    // conversion (libpng's simplified reader converts 16-bit samples from
-    // linear light and blends alpha towards black).
+    // convert("RGB")): palettes (a short one completed in gray) and bit
+    // depths under 8 expanded, 16-bit samples cut to their high byte (0x8000
+    // is 128), alpha and tRNS dropped with the colour under them kept, and no
+    // gamma or colour-profile conversion (libpng's simplified reader converts
+    // 16-bit samples from linear light and blends alpha towards black).
     // PIL opens 16-bit gray (no alpha channel) as integers ("I;16") and
     // convert("RGB") clips them at 255 instead of scaling: almost any such
     // picture turns white. Matching that would be faithful and useless, a
     // different reading would not match the reference, so it is refused.
     own_error = png_get_color_type(png, info) == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) == 16;
     if (own_error)
-      throw Error("png",
-                  "16-bit grayscale; expected 8-bit samples or 16-bit colour (the reference reader, PIL's "
-                  "convert(\"RGB\"), clips 16-bit gray samples at 255 instead of scaling them): save it as 8-bit");
+      throw Error(
+          "png",
+          "16-bit grayscale; expected 8-bit samples, or 16-bit colour or gray with alpha (the reference reader, PIL's "
+          "convert(\"RGB\"), clips 16-bit gray samples at 255 instead of scaling them): save it as 8-bit");
     const bool color = png_get_color_type(png, info) & PNG_COLOR_MASK_COLOR;
+    pad_short_palette(png, info);
     png_set_expand(png);
     png_set_strip_16(png);
     png_set_strip_alpha(png);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <png.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -114,6 +115,45 @@ TEST(Png, SixteenBitGrayIsRefusedWithTheReason) {
   const std::vector<uint16_t> gray_alpha = {0x8000, 0xffff, 0x4000, 0xffff};
   ASSERT_TRUE(write_row_with_libpng(path, PNG_FORMAT_LINEAR_Y_ALPHA, 2, gray_alpha));
   EXPECT_EQ(read_png_rgb(path).pixels, (std::vector<uint8_t>{128, 128, 128, 64, 64, 64}));
+  std::filesystem::remove_all(dir);
+}
+
+// A one-row palette PNG written chunk by chunk, so that it may be malformed
+// in ways libpng's writer refuses: `row` is the packed row of indices.
+std::string palette_png(int width, int bit_depth, const std::vector<uint8_t>& palette_rgb,
+                        const std::vector<uint8_t>& row) {
+  std::string file = "\x89PNG\r\n\x1a\n";
+  const auto be32 = [](uint32_t v) { return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; };
+  const auto chunk = [&](const char* type, const std::string& data) {
+    const std::string body = type + data;
+    file += be32(uint32_t(data.size())) + body +
+            be32(uint32_t(crc32(0, reinterpret_cast<const Bytef*>(body.data()), uInt(body.size()))));
+  };
+  // Width, height 1, bit depth, colour type 3 (palette), no interlace.
+  const std::string ihdr = be32(uint32_t(width)) + be32(1) + std::string{char(bit_depth), 3, 0, 0, 0};
+  chunk("IHDR", ihdr);
+  chunk("PLTE", std::string(palette_rgb.begin(), palette_rgb.end()));
+  std::string raw(1, '\0');  // filter type None
+  raw.append(row.begin(), row.end());
+  std::vector<Bytef> packed(compressBound(uLong(raw.size())));
+  uLongf packed_size = uLongf(packed.size());
+  compress(packed.data(), &packed_size, reinterpret_cast<const Bytef*>(raw.data()), uLong(raw.size()));
+  chunk("IDAT", std::string(packed.begin(), packed.begin() + long(packed_size)));
+  chunk("IEND", "");
+  return file;
+}
+
+// Indices past the end of a short palette (a malformed file decoders accept)
+// read as PIL reads them, entry i gray (i, i, i), where libpng gives black.
+TEST(Png, AShortPaletteIsCompletedInGrayAsPilCompletesIt) {
+  const auto dir = std::filesystem::temp_directory_path() / ("stepmix_png_palette_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "short.png").string();
+  const std::vector<uint8_t> two_colours = {10, 20, 30, 40, 50, 60};
+  std::ofstream(path, std::ios::binary) << palette_png(4, 2, two_colours, {0x1B});  // indices 0 1 2 3
+  EXPECT_EQ(read_png_rgb(path).pixels, (std::vector<uint8_t>{10, 20, 30, 40, 50, 60, 2, 2, 2, 3, 3, 3}));
+  std::ofstream(path, std::ios::binary) << palette_png(3, 8, two_colours, {1, 200, 0});
+  EXPECT_EQ(read_png_rgb(path).pixels, (std::vector<uint8_t>{40, 50, 60, 200, 200, 200, 10, 20, 30}));
   std::filesystem::remove_all(dir);
 }
 
