@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace stepmix {
 
@@ -60,6 +61,22 @@ class Error : public std::runtime_error {
       if (v != v || std::strtod(text, nullptr) == v) break;
     }
     return text;
+  }
+  // A float with the digits that give the float back (0.1f reads 0.1, not
+  // the 0.10000000149011612 of its double).
+  static std::string number(float v) {
+    char text[32];
+    for (int digits = 6; digits <= 9; ++digits) {
+      std::snprintf(text, sizeof text, "%.*g", digits, double(v));
+      if (v != v || std::strtof(text, nullptr) == v) break;
+    }
+    return text;
+  }
+  // An integer as it is (without this, number(3) would not know which of the
+  // two above to take).
+  template <typename Integer, std::enable_if_t<std::is_integral_v<Integer>, int> = 0>
+  static std::string number(Integer v) {
+    return std::to_string(v);
   }
 
   // Messages quote names and values from files, which may hold anything.

@@ -72,7 +72,7 @@ void check_steps_value(int steps, const std::string& component, const std::strin
 void check_guidance_value(double guidance, const std::string& component, const std::string& field) {
   if (!std::isfinite(guidance) || guidance < 0 || guidance > kMaxGuidance)
     throw Error(component, field + ": expected a finite number in [0, " + std::to_string(int(kMaxGuidance)) +
-                               "], got " + std::to_string(guidance));
+                               "], got " + Error::number(guidance));
 }
 
 void check_fps_value(double fps, const std::string& component, const std::string& field) {

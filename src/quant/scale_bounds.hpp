@@ -14,9 +14,10 @@
 #pragma once
 
 #include <cmath>
-#include <cstdio>
 #include <optional>
 #include <string>
+
+#include "stepmix/error.hpp"
 
 namespace stepmix {
 
@@ -26,11 +27,10 @@ inline constexpr float kMaxFp8Scale = 0x1p32f;
 // nullopt for an acceptable scale; else the problem, e.g. "must be finite
 // and > 0, got nan" or "3e+38 is outside [2^-64, 2^32] (...)".
 inline std::optional<std::string> fp8_scale_problem(float v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", double(v));
-  if (!std::isfinite(v) || !(v > 0)) return std::string("must be finite and > 0, got ") + text;
+  const std::string text = Error::number(v);
+  if (!std::isfinite(v) || !(v > 0)) return "must be finite and > 0, got " + text;
   if (v < kMinFp8Scale || v > kMaxFp8Scale)
-    return std::string(text) + " is outside [2^-64, 2^32], the range in which FP8 products stay finite in float32";
+    return text + " is outside [2^-64, 2^32], the range in which FP8 products stay finite in float32";
   return std::nullopt;
 }
 

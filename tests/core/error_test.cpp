@@ -40,6 +40,7 @@ TEST(Error, KeepsValidUtf8AndSpellsInvalidBytes) {
 TEST(Error, NumbersAreShortButNeverRoundedOntoAnotherValue) {
   EXPECT_EQ(Error::number(0.5), "0.5");
   EXPECT_EQ(Error::number(1e-7), "1e-07");
+  EXPECT_EQ(Error::number(1000.0), "1000");
   EXPECT_EQ(Error::number(1000), "1000");
   EXPECT_EQ(Error::number(23.976), "23.976");
   EXPECT_EQ(Error::number(0.1), "0.1");
@@ -48,6 +49,11 @@ TEST(Error, NumbersAreShortButNeverRoundedOntoAnotherValue) {
   EXPECT_EQ(Error::number(1.0 / 0.0), "inf");
   EXPECT_EQ(Error::number(-1.0 / 0.0), "-inf");
   EXPECT_EQ(Error::number(0.0 / 0.0).find("nan") != std::string::npos, true);
+  // A float keeps the digits of a float.
+  EXPECT_EQ(Error::number(0.1f), "0.1");
+  EXPECT_EQ(Error::number(3e38f), "3e+38");
+  EXPECT_EQ(Error::number(0x1p-64f), "5.421011e-20");
+  EXPECT_EQ(Error::number(16777217.0f), "16777216");
 }
 
 }  // namespace
