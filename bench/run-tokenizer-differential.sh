@@ -10,7 +10,8 @@
 # tokenizer-relevant properties differ between the reference's Unicode (Node's ICU)
 # and Unicode 14 (Oniguruma 6.9.8's regex classes; utf8proc 2.8 is Unicode 15) and
 # the input agrees without them; any other mismatch fails the run (exit status 1)
-# and its minimal failing inputs are printed (bench/tokenizer_differential.py).
+# and its minimal failing inputs are printed (bench/tokenizer_differential.py). A
+# broken setup (e.g. a Python whose tables are not Unicode 14) is exit status 2.
 # A check, not a measurement: about 70 s on 2 cores with the defaults (197,200 strings).
 #
 # usage: bench/run-tokenizer-differential.sh [--strings N] [--seed S] [--json FILE]

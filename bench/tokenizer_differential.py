@@ -10,9 +10,19 @@ decoded on both sides, and every disagreement put in one of two classes:
   answer on both sides;
 - other: bugs to act on; the first few of each category are shrunk and printed.
 usage: tokenizer_differential.py --stepmix BIN --peer PEER_MJS --tokenizer DIR --work DIR
-         --json OUT [--strings N] [--seed S] [--show K]   (exit status 1 on any "other")
+         --json OUT [--strings N] [--seed S] [--show K]
+exit status 1 on any "other" mismatch, 2 when the setup is broken
 """
 import argparse, json, os, random, subprocess, sys, time, unicodedata
+
+def setup_error(message):
+    """A broken setup is exit status 2, told apart from mismatches (1)."""
+    print(f"tokenizer_differential.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+# The skew classes compare the reference's Unicode with this interpreter's tables, which must be
+# Unicode 14, the version of stepmix's regex classes (Debian 12's Oniguruma 6.9.8).
+BASELINE_UNICODE = "14.0.0"
 
 # ---- Unicode: what the two sides may legitimately disagree on ------------------------
 
@@ -36,7 +46,7 @@ class UnicodeSkew:
         for group in ucd["ccc_groups"]:
             known = {unicodedata.combining(chr(cp)) for cp in group} - {0}
             if len(known) > 1 or (known and min(known) <= last):
-                sys.exit(f"Node's canonical ordering does not match Unicode 14's classes at {group[:5]}")
+                setup_error(f"Node's canonical ordering does not match Unicode 14's classes at {group[:5]}")
             value = known.pop() if known else -1
             last = max(last, value)
             ccc.update(dict.fromkeys(group, value))
@@ -281,7 +291,7 @@ def run_both(args, requests, name):
     answers = [[json.loads(line) for line in open(f"{path}.{side}.jsonl")] for side in ("stepmix", "reference")]
     if not len(answers[0]) == len(answers[1]) == len(requests) or \
             any(a["id"] != i or b["id"] != i for i, (a, b) in enumerate(zip(*answers))):
-        sys.exit(f"{path}: the answers do not line up with the {len(requests)} requests")
+        setup_error(f"{path}: the answers do not line up with the {len(requests)} requests")
     return list(zip(*answers))
 
 def same(a, b):
@@ -336,6 +346,9 @@ def main():
     p.add_argument("--seed", type=int, default=20240601)
     p.add_argument("--show", type=int, default=3, help="failing inputs minimised and printed per category")
     args = p.parse_args()
+    if unicodedata.unidata_version != BASELINE_UNICODE:
+        setup_error(f"this Python has Unicode {unicodedata.unidata_version} tables; the skew classes need "
+                    f"{BASELINE_UNICODE} (run it with Debian 12's /usr/bin/python3)")
     os.makedirs(args.work, exist_ok=True)
     stamps = [("start", time.monotonic())]
 
@@ -364,15 +377,17 @@ def main():
         counts[name]["compared"] += 1
         if not same(a, b):
             counts[name]["mismatched"] += 1
-            mismatched.append((q, name))
+            mismatched.append((q, name, a, b))
     # Decoding maps bytes to bytes and asks no Unicode property, so only encoding can be skew:
-    # an encode mismatch that holds skew code points and agrees once they are removed.
-    has_skew = lambda q: "text" in q and skew.within(q["text"])
-    rechecks = [{"text": skew.without(q["text"])} for q, _ in mismatched if has_skew(q)]
+    # an encode mismatch that holds skew code points and agrees once they are removed. A
+    # refusal on one side only is never skew (stepmix refuses no valid UTF-8 text).
+    has_skew = lambda q, a, b: ("text" in q and "error" not in a and "error" not in b
+                                and skew.within(q["text"]))
+    rechecks = [{"text": skew.without(q["text"])} for q, _, a, b in mismatched if has_skew(q, a, b)]
     agree_without_skew = iter([same(a, b) for a, b in run_both(args, rechecks, "skew-recheck")] if rechecks else [])
     others = {}
-    for q, name in mismatched:
-        if has_skew(q):
+    for q, name, a, b in mismatched:
+        if has_skew(q, a, b):
             if next(agree_without_skew):
                 counts[name]["unicode_skew"] += 1
                 continue
@@ -400,9 +415,12 @@ def main():
                   f"    reference {json.dumps(e['reference'])}")
     version = subprocess.run([args.stepmix, "--version"], capture_output=True, text=True).stdout.strip()
     source = os.path.dirname(os.path.abspath(__file__))
-    commit = subprocess.run(["git", "-C", source, "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or "unknown"
-    result = {"stepmix": version, "source_commit": commit, "peer": "@huggingface/tokenizers 0.2.0", "node": ucd["node"], "reference_unicode": ucd["unicode"],
+    commit = subprocess.run(["git", "-C", source, "describe", "--always", "--dirty", "--abbrev=7"],
+                            capture_output=True, text=True).stdout.strip() or "unknown"
+    package = os.path.join(os.path.dirname(args.peer), "node_modules", "@huggingface", "tokenizers", "package.json")
+    peer = "@huggingface/tokenizers " + json.load(open(package))["version"]
+    result = {"stepmix": version, "source_commit": commit, "peer": peer, "node": ucd["node"],
+              "reference_unicode": ucd["unicode"],
               "icu": ucd["icu"], "baseline_unicode": unicodedata.unidata_version,
               "skew_code_points": len(skew.code_points), "seed": args.seed, "strings": args.strings,
               "categories": counts, "total": total, "other_examples": examples,
@@ -414,4 +432,7 @@ def main():
     return 1 if total["other"] else 0
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (subprocess.CalledProcessError, OSError) as e:  # stepmix or node failed to run
+        setup_error(str(e))

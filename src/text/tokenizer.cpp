@@ -166,7 +166,8 @@ const std::string& Tokenizer::label() const { return impl_->label; }
 
 namespace {
 
-// Levenshtein distance over bytes (vocabulary words are short ASCII).
+// Levenshtein distance over bytes: vocabulary words are short and mostly
+// ASCII (an accented letter that differs counts as two edits).
 std::size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<std::size_t> row(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;

@@ -3,8 +3,9 @@
 // it; anything else in the file is refused with an error naming the field,
 // never approximated (docs/text.md lists what is read and what is refused):
 //
-//   WordLevel (stepmix's embedded model): Lowercase normaliser (ASCII),
-//     Whitespace or WhitespaceSplit pre-tokenizer, unk token.
+//   WordLevel (stepmix's embedded model): Lowercase normaliser,
+//     Whitespace or WhitespaceSplit pre-tokenizer (Unicode classes, as the
+//     Rust library has them), unk token.
 //   BPE, byte-level (Qwen3 / Cosmos3's text_tokenizer/): NFC normaliser,
 //     Sequence[Split(regex, Isolated)..., ByteLevel(add_prefix_space=false,
 //     use_regex=false)] pre-tokenizer, merges by rank in either serialised

@@ -188,7 +188,8 @@ std::string lowercase(std::string_view s) {
     utf8proc_int32_t c = 0;
     const utf8proc_ssize_t n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i),
                                                 static_cast<utf8proc_ssize_t>(s.size() - i), &c);
-    if (n <= 0) throw Error("tokenizer", "Lowercase: not valid UTF-8 (byte " + std::to_string(i) + ")");
+    if (n <= 0)  // unreachable for checked input; kept so a caller's slip is an error, not a wrong id
+      throw Error("tokenizer", "Lowercase: text not valid UTF-8 at byte " + std::to_string(i));
     i += static_cast<std::size_t>(n);
     if (c == 0x130) {  // the one unconditional lowercase mapping longer than one character
       out += "i\xCC\x87";

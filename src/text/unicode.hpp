@@ -37,13 +37,15 @@ void append_utf8(std::string& out, char32_t c);
 // stretches, each with the one ASCII character before it (which may compose
 // with a following combining mark), go through utf8proc.
 std::string nfc(std::string_view s);
-// The plain twin: one utf8proc call on the whole text. nfc() must equal it.
+// The plain twin: the whole text through utf8proc at once (split only at
+// U+11A7, which utf8proc 2.8 composes away; unicode.cpp). nfc() must equal it.
 std::string nfc_whole(std::string_view s);
 
 // Hugging Face's Lowercase normaliser: every character replaced by its full
 // lowercase mapping on its own (Rust's char::to_lowercase: U+0130 becomes
 // "i\u0307"; no final-sigma rule, which needs context), from utf8proc's
-// tables. ASCII text is lowered in place of a copy.
+// tables; ASCII bytes are lowered directly. `s` must be valid UTF-8 (encode
+// checks the text first; tokenizer.json contents are parsed JSON strings).
 std::string lowercase(std::string_view s);
 
 // A compiled Oniguruma regex (UTF-8, Oniguruma syntax, no options: what

@@ -120,6 +120,9 @@ TEST(Tokenizer, WordLevelSplitsAndLowersWithUnicodeClasses) {
   EXPECT_EQ(words.encode("Café—boot"), (std::vector<int64_t>{12, 14, 7}));
   EXPECT_EQ(words.encode("ÉCOLE \u212Aey \u0130stanbul"), (std::vector<int64_t>{13, 15, 16}));
   EXPECT_EQ(words.encode("x_1 e\u0301"), (std::vector<int64_t>{18, 0}));  // a mark is a word character
+  // White_Space separates; other-script digits and the joiners are word characters.
+  EXPECT_EQ(words.encode("a\u00a0photo\u3000of\u0085boot"), (std::vector<int64_t>{3, 4, 5, 7}));
+  EXPECT_EQ(words.encode("x_\u0661 a\u200dphoto"), (std::vector<int64_t>{0, 0}));  // one word each
   EXPECT_EQ(words.encode("ΣΟΦΊΑ ΣΟΦΙΑ"), (std::vector<int64_t>{19, 0}));  // σοφία; σοφια is no entry
   // A capital sigma at the end of a word lowers to σ as any other (char by
   // char, as Rust's Lowercase does), not to the final form ς.
