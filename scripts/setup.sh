@@ -2,7 +2,7 @@
 # Installs what stepmix needs to build and test, from Debian packages only.
 # Idempotent: does nothing when everything is already installed.
 #   scripts/setup.sh          build + test dependencies
-#   scripts/setup.sh --bench  also the benchmark peers (Debian's PyTorch, OpenBLAS, Node.js)
+#   scripts/setup.sh --bench  also the benchmark peers (Debian's PyTorch, OpenBLAS, Node.js, Pillow)
 #   scripts/setup.sh --fuzz   also clang and its libFuzzer/sanitizer runtimes
 set -euo pipefail
 
@@ -19,7 +19,8 @@ packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libgt
   libavcodec-dev libavformat-dev libswscale-dev libavutil-dev libboost-context-dev)
 case "${1:-}" in
   --bench)
-    packages+=(python3-torch python3-numpy libopenblas0-openmp libbenchmark-dev)
+    # python3-pil: bench/run-png-pillow.sh compares the PNG reader with Pillow.
+    packages+=(python3-torch python3-numpy python3-pil libopenblas0-openmp libbenchmark-dev)
     # bench/run-tokenizer.sh runs the JavaScript tokenizer (npm) as its peer.
     command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm) ;;
   --fuzz) packages+=(clang libclang-rt-14-dev) ;;
