@@ -12,6 +12,7 @@ exit status 1 on any mismatch (stepmix's golden cases included), 2 when the setu
 which includes a reference that does not reproduce every golden case
 """
 import argparse, json, math, os, random, shutil, subprocess, sys, time, unicodedata
+import provenance  # bench/provenance.py, next to this script
 from fractions import Fraction
 
 FIELDS = ("positive_text", "negative_text", "positive_rendered", "negative_rendered",
@@ -406,15 +407,10 @@ def main():
                 print(f"    {f} from {d.get('at')}:\n      stepmix   {json.dumps(d['stepmix'])[:200]}"
                       f"\n      reference {json.dumps(d['reference'])[:200]}")
 
-    version = subprocess.run([args.stepmix, "--version"], capture_output=True, text=True).stdout.strip()
-    source = os.path.dirname(os.path.abspath(__file__))
-    commit = subprocess.run(["git", "-C", source, "describe", "--always", "--dirty", "--abbrev=7"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
-    modules = os.path.join(os.path.dirname(args.peer), "node_modules", "@huggingface")
-    peers = [f"@huggingface/{pkg} " + json.load(open(os.path.join(modules, pkg, "package.json")))["version"]
-             for pkg in ("jinja", "tokenizers")]
+    peers = [provenance.npm_package(args.peer, pkg) for pkg in ("jinja", "tokenizers")]
     node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
-    result = {"stepmix": version, "source_commit": commit, "peer": peers, "node": node, "seed": args.seed,
+    result = {"stepmix": provenance.stepmix_version(args.stepmix), "source_commit": provenance.source_commit(),
+              "peer": peers, "node": node, "seed": args.seed,
               "requests": args.requests, "golden": {"cases": len(cases), "reference": len(cases), "stepmix": golden_stepmix},
               "categories": counts, "total": total, "mismatch_examples": examples,
               "seconds": {b[0]: round(b[1] - a[1], 1) for a, b in zip(stamps, stamps[1:])}}

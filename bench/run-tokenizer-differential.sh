@@ -36,26 +36,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-if [[ -n "${STEPMIX_BIN:-}" ]]; then
-  stepmix="$STEPMIX_BIN"
-else
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTEPMIX_BUILD_BENCH=ON >/dev/null
-  cmake --build "$build" --target stepmix -j2 >/dev/null
-  stepmix="$build/stepmix"
-fi
-
-mkdir -p "$peer"
-if [[ ! -d "$peer/node_modules/@huggingface/tokenizers" || ! -d "$peer/node_modules/@huggingface/jinja" ]]; then
-  (cd "$peer" && npm install --no-audit --no-fund --silent @huggingface/tokenizers@0.2.0 @huggingface/jinja@0.5.11)
-fi
-# ES modules resolve packages next to the script, so the peer script runs from there.
-cp "$here/tokenizer_differential_peer.mjs" "$peer/"
-
-golden="$root/tests/data/golden/qwen3-tokenizer"
-tok="$peer/qwen3"
-mkdir -p "$tok"
-gzip -dc "$golden/text_tokenizer/tokenizer.json.gz" >"$tok/tokenizer.json"
-cp "$golden/text_tokenizer/tokenizer_config.json" "$golden/text_tokenizer/chat_template.jinja" "$tok/"
+source "$here/tokenizer_peer_setup.sh"
+prepare_tokenizer_peer tokenizer_differential_peer.mjs
 
 echo "stepmix: $stepmix; reference: @huggingface/tokenizers 0.2.0 on node $(node --version)" >&2
 /usr/bin/python3 "$here/tokenizer_differential.py" --stepmix "$stepmix" \

@@ -14,6 +14,7 @@ usage: tokenizer_differential.py --stepmix BIN --peer PEER_MJS --tokenizer DIR -
 exit status 1 on any "other" mismatch, 2 when the setup is broken
 """
 import argparse, json, os, random, subprocess, sys, time, unicodedata
+import provenance  # bench/provenance.py, next to this script
 
 def setup_error(message):
     """A broken setup is exit status 2, told apart from mismatches (1)."""
@@ -413,13 +414,8 @@ def main():
         for e in items:
             print(f"  {describe(e['minimal'])}\n    stepmix   {json.dumps(e['stepmix'])}\n"
                   f"    reference {json.dumps(e['reference'])}")
-    version = subprocess.run([args.stepmix, "--version"], capture_output=True, text=True).stdout.strip()
-    source = os.path.dirname(os.path.abspath(__file__))
-    commit = subprocess.run(["git", "-C", source, "describe", "--always", "--dirty", "--abbrev=7"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
-    package = os.path.join(os.path.dirname(args.peer), "node_modules", "@huggingface", "tokenizers", "package.json")
-    peer = "@huggingface/tokenizers " + json.load(open(package))["version"]
-    result = {"stepmix": version, "source_commit": commit, "peer": peer, "node": ucd["node"],
+    result = {"stepmix": provenance.stepmix_version(args.stepmix), "source_commit": provenance.source_commit(),
+              "peer": provenance.npm_package(args.peer, "tokenizers"), "node": ucd["node"],
               "reference_unicode": ucd["unicode"],
               "icu": ucd["icu"], "baseline_unicode": unicodedata.unidata_version,
               "skew_code_points": len(skew.code_points), "seed": args.seed, "strings": args.strings,
