@@ -16,13 +16,8 @@ usage: png_pillow_check.py --reader BIN --work DIR --json OUT
 exit status 1 on any mismatch or unexpected refusal, 2 when the setup is broken
 """
 import argparse, collections, json, os, struct, subprocess, sys, time, warnings, zlib
-
-
-def setup_error(message):
-    """A broken setup is exit status 2, told apart from disagreements (1)."""
-    print(f"png_pillow_check.py: {message}", file=sys.stderr)
-    sys.exit(2)
-
+import check_report  # bench/check_report.py, next to this script
+from check_report import setup_error
 
 try:
     import numpy as np
@@ -338,23 +333,14 @@ def main():
     if len(mismatches) > 10 or len(unexpected) > 10:
         print(f"(all {len(mismatches)} mismatches and {len(unexpected)} refusals are in {args.json})")
 
-    source = os.path.dirname(os.path.abspath(__file__))
-    commit = subprocess.run(["git", "-C", source, "describe", "--always", "--dirty", "--abbrev=7"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
-    result = {"source_commit": commit, "reader": os.path.abspath(args.reader), "pillow": PIL.__version__,
+    result = {"source_commit": check_report.source_commit(), "reader": os.path.abspath(args.reader), "pillow": PIL.__version__,
               "numpy": np.__version__, "python": sys.version.split()[0], "files": len(files), "total": total,
               "variants": counts, "mismatches": mismatches, "unexpected_refusals": unexpected,
               "gray16_chosen_values": chosen,
-              "seconds": {b[0]: round(b[1] - a[1], 2) for a, b in zip(stamps, stamps[1:])}}
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {args.json}")
+              "seconds": check_report.stage_seconds(stamps, 2)}
+    check_report.write_result(args.json, result)
     return 1 if total["mismatch"] or total["refused-unexpectedly"] else 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (subprocess.CalledProcessError, OSError) as e:  # the reader failed to run, or a file could not be written
-        setup_error(str(e))
+    check_report.run_main(main)

@@ -12,16 +12,12 @@ exit status 1 on any mismatch (stepmix's golden cases included), 2 when the setu
 which includes a reference that does not reproduce every golden case
 """
 import argparse, json, math, os, random, shutil, subprocess, sys, time, unicodedata
-import provenance  # bench/provenance.py, next to this script
+import check_report  # bench/check_report.py, next to this script
+from check_report import setup_error
 from fractions import Fraction
 
 FIELDS = ("positive_text", "negative_text", "positive_rendered", "negative_rendered",
           "positive_ids", "negative_ids", "positive_len", "negative_len")
-
-def setup_error(message):
-    """A broken setup is exit status 2, told apart from mismatches (1)."""
-    print(f"prompt_differential.py: {message}", file=sys.stderr)
-    sys.exit(2)
 
 # ---- The reference: the Cosmos3 prompt texts -----------------------------------------------
 # The rules of the Cosmos3 pipeline (as Diffusers runs it) for the user texts and the system
@@ -392,11 +388,8 @@ def main():
     golden_stepmix = golden_check(cases, ours[:len(cases)], "stepmix")
     stamps.append(("compare", time.monotonic()))
 
-    total = {k: sum(c[k] for c in counts.values()) for k in ("compared", "identical", "both_refused", "mismatched")}
     print(f"golden prompt cases reproduced: reference {len(cases)}/{len(cases)}, stepmix {golden_stepmix}/{len(cases)}")
-    print(f"{'category':12} {'compared':>9} {'identical':>10} {'both-refused':>13} {'mismatched':>11}")
-    for name, c in list(counts.items()) + [("total", total)]:
-        print(f"{name:12} {c['compared']:9} {c['identical']:10} {c['both_refused']:13} {c['mismatched']:11}")
+    total = check_report.count_table(counts, ("compared", "identical", "both_refused", "mismatched"), 12)
     for name, items in examples.items():
         print(f"{name}: {counts[name]['mismatched']} mismatches; the first {len(items)}:")
         for e in items:
@@ -407,21 +400,15 @@ def main():
                 print(f"    {f} from {d.get('at')}:\n      stepmix   {json.dumps(d['stepmix'])[:200]}"
                       f"\n      reference {json.dumps(d['reference'])[:200]}")
 
-    peers = [provenance.npm_package(args.peer, pkg) for pkg in ("jinja", "tokenizers")]
+    peers = [check_report.npm_package(args.peer, pkg) for pkg in ("jinja", "tokenizers")]
     node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
-    result = {"stepmix": provenance.stepmix_version(args.stepmix), "source_commit": provenance.source_commit(),
+    result = {"stepmix": check_report.stepmix_version(args.stepmix), "source_commit": check_report.source_commit(),
               "peer": peers, "node": node, "seed": args.seed,
               "requests": args.requests, "golden": {"cases": len(cases), "reference": len(cases), "stepmix": golden_stepmix},
               "categories": counts, "total": total, "mismatch_examples": examples,
-              "seconds": {b[0]: round(b[1] - a[1], 1) for a, b in zip(stamps, stamps[1:])}}
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {args.json}")
+              "seconds": check_report.stage_seconds(stamps)}
+    check_report.write_result(args.json, result)
     return 1 if total["mismatched"] or golden_stepmix != len(cases) else 0
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (subprocess.CalledProcessError, OSError) as e:  # node or stepmix failed to run
-        setup_error(str(e))
+    check_report.run_main(main)

@@ -14,12 +14,8 @@ usage: tokenizer_differential.py --stepmix BIN --peer PEER_MJS --tokenizer DIR -
 exit status 1 on any "other" mismatch, 2 when the setup is broken
 """
 import argparse, json, os, random, subprocess, sys, time, unicodedata
-import provenance  # bench/provenance.py, next to this script
-
-def setup_error(message):
-    """A broken setup is exit status 2, told apart from mismatches (1)."""
-    print(f"tokenizer_differential.py: {message}", file=sys.stderr)
-    sys.exit(2)
+import check_report  # bench/check_report.py, next to this script
+from check_report import setup_error
 
 # The skew classes compare the reference's Unicode with this interpreter's tables, which must be
 # Unicode 14, the version of stepmix's regex classes (Debian 12's Oniguruma 6.9.8).
@@ -405,30 +401,21 @@ def main():
                                                   "reference": answer(b)})
     stamps.append(("minimise", time.monotonic()))
 
-    total = {k: sum(c[k] for c in counts.values()) for k in ("compared", "mismatched", "unicode_skew", "other")}
-    print(f"{'category':14} {'compared':>9} {'mismatched':>11} {'unicode-skew':>13} {'other':>6}")
-    for name, c in list(counts.items()) + [("total", total)]:
-        print(f"{name:14} {c['compared']:9} {c['mismatched']:11} {c['unicode_skew']:13} {c['other']:6}")
+    total = check_report.count_table(counts, ("compared", "mismatched", "unicode_skew", "other"), 14)
     for name, items in examples.items():
         print(f"{name}: {counts[name]['other']} mismatches not explained by the Unicode versions; minimal inputs:")
         for e in items:
             print(f"  {describe(e['minimal'])}\n    stepmix   {json.dumps(e['stepmix'])}\n"
                   f"    reference {json.dumps(e['reference'])}")
-    result = {"stepmix": provenance.stepmix_version(args.stepmix), "source_commit": provenance.source_commit(),
-              "peer": provenance.npm_package(args.peer, "tokenizers"), "node": ucd["node"],
+    result = {"stepmix": check_report.stepmix_version(args.stepmix), "source_commit": check_report.source_commit(),
+              "peer": check_report.npm_package(args.peer, "tokenizers"), "node": ucd["node"],
               "reference_unicode": ucd["unicode"],
               "icu": ucd["icu"], "baseline_unicode": unicodedata.unidata_version,
               "skew_code_points": len(skew.code_points), "seed": args.seed, "strings": args.strings,
               "categories": counts, "total": total, "other_examples": examples,
-              "seconds": {b[0]: round(b[1] - a[1], 1) for a, b in zip(stamps, stamps[1:])}}
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {args.json}")
+              "seconds": check_report.stage_seconds(stamps)}
+    check_report.write_result(args.json, result)
     return 1 if total["other"] else 0
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (subprocess.CalledProcessError, OSError) as e:  # stepmix or node failed to run
-        setup_error(str(e))
+    check_report.run_main(main)
