@@ -226,9 +226,11 @@ def write_cases(work):
 # ---- the two readers ------------------------------------------------------------------
 
 
-def run_reader(reader, paths):
-    """stepmix's answer per file, from one process call: (pixels, None) or (None, refusal)."""
-    lines = subprocess.run([reader, *paths], capture_output=True, text=True, check=True).stdout.splitlines()
+def run_reader(reader, folder, paths):
+    """stepmix's answer per file, from one process call: (pixels, None) or (None, refusal). It runs
+    in `folder` on bare file names, so that its messages (kept in the results) name no machine path."""
+    lines = subprocess.run([os.path.abspath(reader), *paths], capture_output=True, text=True, check=True,
+                           cwd=folder).stdout.splitlines()
     if len(lines) != len(paths):
         setup_error(f"{reader} printed {len(lines)} lines for {len(paths)} files")
     answers = []
@@ -287,7 +289,7 @@ def main():
     stamps = [("start", time.monotonic())]
     files = write_cases(args.work)
     stamps.append(("generate", time.monotonic()))
-    answers = run_reader(args.reader, [os.path.join(args.work, f.name) for f in files])
+    answers = run_reader(args.reader, args.work, [f.name for f in files])
     stamps.append(("stepmix", time.monotonic()))
 
     counts = collections.defaultdict(lambda: dict.fromkeys(OUTCOMES, 0))
@@ -333,7 +335,7 @@ def main():
     if len(mismatches) > 10 or len(unexpected) > 10:
         print(f"(all {len(mismatches)} mismatches and {len(unexpected)} refusals are in {args.json})")
 
-    result = {"source_commit": check_report.source_commit(), "reader": os.path.abspath(args.reader), "pillow": PIL.__version__,
+    result = {"source_commit": check_report.source_commit(), "reader": os.path.relpath(args.reader, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "pillow": PIL.__version__,
               "numpy": np.__version__, "python": sys.version.split()[0], "files": len(files), "total": total,
               "variants": counts, "mismatches": mismatches, "unexpected_refusals": unexpected,
               "gray16_chosen_values": chosen,
