@@ -344,24 +344,6 @@ Image8 read_video_frame(const std::string& path, int64_t index) {
   return out;
 }
 
-// ---------------------------------------------------------------- images
-Image8 scale_rgb24(const uint8_t* pixels, int stride, int width, int height, int out_width, int out_height) {
-  ScalerPtr scaler(sws_getContext(width, height, AV_PIX_FMT_RGB24, out_width, out_height, AV_PIX_FMT_RGB24,
-                                  SWS_BICUBIC, nullptr, nullptr, nullptr));
-  if (!scaler) throw Error("video", "resize: cannot create the scaler");
-  Image8 out;
-  out.width = out_width;
-  out.height = out_height;
-  out.channels = 3;
-  out.pixels.resize(std::size_t(out_width) * out_height * 3);
-  const uint8_t* source[1] = {pixels};
-  const int source_stride[1] = {stride};
-  uint8_t* target[1] = {out.pixels.data()};
-  const int target_stride[1] = {out_width * 3};
-  sws_scale(scaler.get(), source, source_stride, 0, height, target, target_stride);
-  return out;
-}
-
 // The build has video.
 bool video_supported() { return true; }
 

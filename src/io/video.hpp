@@ -68,16 +68,12 @@ class PngSequenceWriter {
 };
 
 // Scales `image` (gray or RGB) to cover width × height with its aspect ratio
-// kept, then crops the centre: the conditioning image of an image-to-video
-// request. Bicubic (libswscale). Returns RGB. A picture of exactly width ×
-// height comes back as it is (io/picture_fit.cpp), in every build.
-// (MP4 writing and reading and a resize that changes the size need FFmpeg;
+// kept, then crops the centre: the conditioning picture of an image-to-video
+// request, fitted exactly as the reference pipeline fits it (PyTorch's
+// antialiased bilinear resampling, io/picture_fit.cpp). Returns RGB. Plain
+// arithmetic, in every build. (MP4 writing and reading need FFmpeg;
 // PngSequenceWriter and psnr do not.)
 Image8 resize_and_center_crop(const Image8& image, int width, int height);
-
-// The bicubic scale behind it: `height` rows of `width` RGB24 pixels, rows
-// `stride` bytes apart, to out_width × out_height (an error without FFmpeg).
-Image8 scale_rgb24(const uint8_t* pixels, int stride, int width, int height, int out_width, int out_height);
 
 // PSNR in dB of two 8-bit images of the same size (infinity when equal).
 double psnr(const Image8& a, const Image8& b);

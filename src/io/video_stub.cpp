@@ -23,7 +23,6 @@ int64_t Mp4Writer::frames() const { return 0; }
 
 VideoInfo probe_video(const std::string& path) { without_video(path); }
 Image8 read_video_frame(const std::string& path, int64_t) { without_video(path); }
-Image8 scale_rgb24(const uint8_t*, int, int, int, int, int) { without_video("resizing the conditioning image"); }
 
 bool video_supported() { return false; }
 

@@ -1,8 +1,9 @@
 // What a build says about video (CMake STEPMIX_VIDEO): with FFmpeg an .mp4
 // output is taken; without it, it is refused where the path is checked,
 // before any work, and every video operation names what is missing. The
-// FFmpeg-free parts (PNG frames, PSNR) exist either way. Built in both kinds
-// of build (the MP4 tests themselves, video_test.cpp, only with video).
+// FFmpeg-free parts (PNG frames, PSNR, the conditioning picture's fit) exist
+// either way. Built in both kinds of build (the MP4 tests themselves,
+// video_test.cpp, only with video).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,34 +28,6 @@ TEST(VideoSupport, Mp4OutputsAreTakenExactlyWhenTheBuildHasVideo) {
   EXPECT_EQ(refused.find(".png or"), std::string::npos) << refused;
   const std::string writer = test::error_of([] { Mp4Writer w("clip.mp4", 64, 64, 24.0); });
   EXPECT_NE(writer.find("[video] clip.mp4: " + std::string(kBuiltWithoutVideo)), std::string::npos) << writer;
-  Image8 picture;
-  picture.width = 4;
-  picture.height = 2;
-  picture.channels = 3;
-  picture.pixels.assign(4 * 2 * 3, 7);
-  const std::string resize = test::error_of([&] { resize_and_center_crop(picture, 8, 4); });
-  EXPECT_NE(resize.find("resizing the conditioning image: " + std::string(kBuiltWithoutVideo)), std::string::npos)
-      << resize;
-}
-
-// An image-to-video picture that already has the request's size needs no
-// scaler: it comes back as it is (gray made RGB), with or without FFmpeg, and
-// the sizes are checked first either way.
-TEST(VideoSupport, APictureOfTheRequestSizeIsTakenAsItIs) {
-  Image8 gray;
-  gray.width = 3;
-  gray.height = 2;
-  gray.channels = 1;
-  gray.pixels = {0, 40, 80, 120, 160, 250};
-  const Image8 rgb = resize_and_center_crop(gray, 3, 2);
-  ASSERT_EQ(rgb.channels, 3);
-  EXPECT_EQ(rgb.width, 3);
-  EXPECT_EQ(rgb.height, 2);
-  for (std::size_t i = 0; i < gray.pixels.size(); ++i)
-    for (int c = 0; c < 3; ++c) EXPECT_EQ(rgb.pixels[3 * i + std::size_t(c)], gray.pixels[i]) << i << "," << c;
-  EXPECT_EQ(resize_and_center_crop(rgb, 3, 2).pixels, rgb.pixels);
-  const std::string empty = test::error_of([] { resize_and_center_crop(Image8{}, 8, 8); });
-  EXPECT_NE(empty.find("resize: sizes must be positive"), std::string::npos) << empty;
 }
 
 TEST(VideoSupport, PsnrNeedsNoVideo) {

@@ -112,45 +112,6 @@ TEST_F(Video, PngFramesAreNumberedInTheirFolder) {
   EXPECT_EQ(read_png((fs::path(folder) / "frame_00002.png").string()).pixels, test_frame(16, 16, 2).pixels);
 }
 
-TEST_F(Video, ConditioningImageIsScaledToCoverThenCentreCropped) {
-  // 200 × 100: red on the left half, blue on the right. A square crop keeps
-  // columns 50..149, so the square shows red on its left, blue on its right.
-  Image8 wide;
-  wide.width = 200;
-  wide.height = 100;
-  wide.channels = 3;
-  for (int y = 0; y < 100; ++y)
-    for (int x = 0; x < 200; ++x) {
-      const bool left = x < 100;
-      wide.pixels.insert(wide.pixels.end(), {uint8_t(left ? 255 : 0), 0, uint8_t(left ? 0 : 255)});
-    }
-  const Image8 square = resize_and_center_crop(wide, 48, 48);
-  ASSERT_EQ(square.width, 48);
-  ASSERT_EQ(square.height, 48);
-  auto at = [&](int x, int y) { return &square.pixels[(std::size_t(y) * 48 + x) * 3]; };
-  EXPECT_GT(at(4, 24)[0], 240);
-  EXPECT_LT(at(4, 24)[2], 15);
-  EXPECT_LT(at(43, 24)[0], 15);
-  EXPECT_GT(at(43, 24)[2], 240);
-}
-
-// resize_and_center_crop returns a picture of the request's size as it is,
-// in builds without FFmpeg too: that is what the bicubic scaler gives.
-TEST_F(Video, TheScalerAtEqualSizesIsTheIdentity) {
-  for (const auto& [w, h] : {std::pair{17, 9}, std::pair{48, 32}, std::pair{83, 45}}) {
-    Image8 noise;
-    noise.width = w;
-    noise.height = h;
-    noise.channels = 3;
-    uint32_t state = uint32_t(w * 131 + h);
-    for (int i = 0; i < w * h * 3; ++i) {
-      state = state * 1664525u + 1013904223u;
-      noise.pixels.push_back(uint8_t(state >> 24));
-    }
-    EXPECT_EQ(scale_rgb24(noise.pixels.data(), w * 3, w, h, w, h).pixels, noise.pixels) << w << "x" << h;
-  }
-}
-
 TEST_F(Video, PngInputIsReadAsRgb) {
   Image8 gray;
   gray.width = 4;
