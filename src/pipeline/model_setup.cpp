@@ -211,7 +211,7 @@ sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const Mod
     else
       throw Error("generate", "--scheduler: expected unipc or euler, got '" + *r.kind + "'");
   }
-  o.use_karras_sigmas = false;  // the Cosmos3 pipeline's, for either scheduler
+  o.use_karras_sigmas = false;  // as the Cosmos3 video examples and vLLM-Omni, for either scheduler
   o.native_flow_grid = defaults.native_flow_schedule;
   // The flag lives in model_index.json, the scheduler kind in the scheduler
   // file or the request: the refusal names both (apply_overrides checks the

@@ -83,7 +83,8 @@ struct SchedulerRequest {
   bool bf16_latents = false;  // the scheduler's arithmetic emulates a BF16 latent
 };
 // The model's scheduler (or config_file, or UniPC when the model has none),
-// Karras forced off as the Cosmos3 pipeline does (docs/schedulers.md §1),
+// Karras forced off as the Cosmos3 video examples and vLLM-Omni do
+// (docs/schedulers.md §1),
 // then the request's kind and flow shift. UniPC's flow_shift is a request
 // value: unset, it is 10 for a video and 3 for an image, whatever the file
 // holds (a note says when that differs); FlowMatch Euler keeps its file's
