@@ -139,20 +139,35 @@ void parse_unipc(FieldReader& r, SchedulerConfig& cfg) {
   r.require_bool("use_dynamic_shifting", false, false);
   r.require_bool("use_exponential_sigmas", false, false);
   r.require_bool("use_beta_sigmas", false, false);
-  r.require_bool("rescale_betas_zero_snr", false, false);
   r.require_null("shift_terminal", "");
   r.require_null("solver_p", "");
-  r.string_in("solver_type", "bh2", {"bh2"});
+  // Diffusers' constructor runs these three names as bh2.
+  const std::string solver_type =
+      r.string_in("solver_type", "bh2", {"bh2", "midpoint", "heun", "logrho"}, " (bh1 is not implemented)");
+  if (solver_type != "bh2")
+    cfg.notes.push_back(cfg.source + ": solver_type \"" + solver_type + "\" runs as bh2, as Diffusers runs it");
   r.string_in("final_sigmas_type", "zero", {"zero"});
-  r.require_bool("lower_order_final", true, true,
-                 " (with final sigma 0 the last order-2 step divides by zero)");
+  o.solver_order = int(r.integer("solver_order", 2, 1, 2, "1 or 2"));
+  // Order 1 is the same either way; an order-2 final step would divide by zero.
+  if (o.solver_order == 2)
+    r.require_bool("lower_order_final", true, true, " (with final sigma 0 the last order-2 step divides by zero)");
+  else
+    r.boolean("lower_order_final", true);
   {
     const json v = r.value("disable_corrector", json::array());
-    if (!v.is_null() && !(v.is_array() && v.empty()))
-      r.fail("disable_corrector", "[] (the corrector runs on every step after the first)",
-             r.describe("disable_corrector", v));
+    if (!v.is_null()) {
+      bool integers = v.is_array();
+      for (const json& e : integers ? v : json::array()) {
+        const auto k = json_integer_in(e, INT64_MIN, INT64_MAX);
+        if (!k) {
+          integers = false;
+          break;
+        }
+        o.disable_corrector.push_back(*k);
+      }
+      if (!integers) r.fail("disable_corrector", "null or a list of step indices", r.describe("disable_corrector", v));
+    }
   }
-  o.solver_order = int(r.integer("solver_order", 2, 1, 2, "1 or 2"));
   o.flow_shift = r.shift("flow_shift");
   o.use_karras_sigmas = r.boolean("use_karras_sigmas", false);
   const std::optional<double> sigma_min = r.optional_number("sigma_min");
@@ -169,8 +184,13 @@ void parse_unipc(FieldReader& r, SchedulerConfig& cfg) {
   // overwritten), thresholding parameters, dynamic-shift type.
   r.unused("beta_start", &json::is_number, "a number");
   r.unused("beta_end", &json::is_number, "a number");
-  r.unused("beta_schedule", &json::is_string, "a string");
+  // Diffusers' constructor names the schedule unless a table is given.
   r.unused("trained_betas", &json::is_array, "null or an array");
+  if (r.value("trained_betas", nullptr).is_null())
+    r.string_in("beta_schedule", "linear", {"linear", "scaled_linear", "squaredcos_cap_v2"});
+  else
+    r.unused("beta_schedule", &json::is_string, "a string");
+  r.unused("rescale_betas_zero_snr", &json::is_boolean, "true or false");
   r.unused("dynamic_thresholding_ratio", &json::is_number, "a number");
   r.unused("sample_max_value", &json::is_number, "a number");
   r.unused("steps_offset", &json::is_number_integer, "an integer");

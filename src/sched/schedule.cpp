@@ -58,8 +58,10 @@ UniPCSchedule unipc_flow_schedule(int num_steps, int num_train_timesteps, double
       native_grid ? linspace(1.0 - 1.0 / T, 0.0, num_steps + 1) : linspace(1.0, 1.0 / T, num_steps + 1);
   sigma.pop_back();
   for (double& s : sigma) s = flow_shift(s, shift);
-  // Keeps λ(σ_0) = ln(1 − σ_0) − ln(σ_0) finite (the native grid starts below 1).
-  if (!native_grid && std::fabs(sigma[0] - 1.0) < 1e-6) sigma[0] -= 1e-6;
+  // Keeps λ(σ_0) = ln(1 − σ_0) − ln(σ_0) finite. The reference applies it to
+  // the grid the pipeline passes in too: the native grid starts at 1 − 1/T,
+  // which a shift brings within 1e-6 of 1 only when T·s exceeds about 10^6.
+  if (std::fabs(sigma[0] - 1.0) < 1e-6) sigma[0] -= 1e-6;
 
   UniPCSchedule out;
   for (double s : sigma) {

@@ -126,10 +126,27 @@ void UniPCMultistepScheduler::set_timesteps(int num_steps) {
                                                      options_.sigma_max)
                         : unipc_flow_schedule(num_steps, options_.num_train_timesteps, options_.flow_shift,
                                               options_.native_flow_grid);
+  check_solvable(s.sigmas);
   int_timesteps_ = std::move(s.timesteps);
   sigmas_ = std::move(s.sigmas);
   timesteps_.assign(int_timesteps_.begin(), int_timesteps_.end());
   reset();
+}
+
+// Every update divides by h = λ(σ_{k+1}) − λ(σ_k) and takes λ(σ_0): float32
+// sigmas that repeat (a Karras grid with a huge sigma_max) or a σ_0 of 1
+// make the reference's latent NaN. Refused before any step, naming the pair.
+void UniPCMultistepScheduler::check_solvable(const std::vector<float>& sigmas) {
+  const auto at = [&](std::size_t k) { return "sigma " + std::to_string(k) + " = " + Error::number(sigmas[k]); };
+  if (!(sigmas[0] < 1.0f))
+    throw Error("scheduler", "UniPC: the schedule starts at " + at(0) +
+                                 ", where the log-SNR is infinite (Karras sigma_max too large?)");
+  for (std::size_t k = 0; k + 2 < sigmas.size(); ++k)
+    if (!(sigmas[k + 1] < sigmas[k]))
+      throw Error("scheduler", "UniPC: the schedule's float32 sigmas do not decrease from " + at(k) + " to " +
+                                   at(k + 1) +
+                                   ": the solver divides by their log-SNR difference (fewer steps, or "
+                                   "Karras sigma_min/sigma_max closer together)");
 }
 
 void UniPCMultistepScheduler::reset() {
@@ -185,8 +202,8 @@ UniPCStep UniPCMultistepScheduler::coefficients(int& order) const {
   s.sigma = R::scalar(sigmas_[std::size_t(k)]);
 
   // 2. UniC corrector: from σ_{k−1} to σ_k, starting at x̃_{k−1}, with the
-  //    previous predictor's order.
-  if (k >= 1) {
+  //    previous predictor's order; skipped where disable_corrector lists k − 1.
+  if (corrects(k)) {
     const double a = sigmas_[std::size_t(k - 1)];
     const double b = sigmas_[std::size_t(k)];
     const UpdateCoeffs c = update_coeffs(a, b);
@@ -216,8 +233,13 @@ UniPCStep UniPCMultistepScheduler::coefficients(int& order) const {
   return s;
 }
 
+bool UniPCMultistepScheduler::corrects(int k) const {
+  const auto& off = options_.disable_corrector;
+  return k >= 1 && std::find(off.begin(), off.end(), std::int64_t(k - 1)) == off.end();
+}
+
 void UniPCMultistepScheduler::finish_step(int order) {
-  last_used_corrector_ = step_index_ >= 1;
+  last_used_corrector_ = corrects(step_index_);
   prev_order_ = order;
   last_order_ = order;
   ++step_index_;

@@ -20,9 +20,12 @@ struct UniPCOptions {
   // mapped by σ/(σ+1); flow_shift is unused on that path.
   bool use_karras_sigmas = false;
   // The Cosmos3 pipeline's use_native_flow_schedule (model_index.json): the
-  // base grid linspace(1 − 1/T, 0, N+1) without its last point, shifted, no
-  // nudge (docs/schedulers.md §2.2).
+  // base grid linspace(1 − 1/T, 0, N+1) without its last point, shifted
+  // (docs/schedulers.md §2.2).
   bool native_flow_grid = false;
+  // Diffusers' disable_corrector: the corrector is skipped at step k when
+  // k − 1 is listed (values that name no such step have no effect).
+  std::vector<std::int64_t> disable_corrector;
   double sigma_min = 0.0;
   double sigma_max = 0.0;
   Precision precision = Precision::fp32;
@@ -58,6 +61,8 @@ class UniPCMultistepScheduler final : public Scheduler {
   template <class Rounding>
   UniPCStep coefficients(int& order) const;
   void finish_step(int order);
+  bool corrects(int k) const;  // whether step k runs the corrector
+  static void check_solvable(const std::vector<float>& sigmas);
 
   UniPCOptions options_;
   std::vector<std::int64_t> int_timesteps_;

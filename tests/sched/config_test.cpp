@@ -140,34 +140,29 @@ INSTANTIATE_TEST_SUITE_P(
     Fields, UniPCRejections,
     ::testing::Values(Rejection{"prediction_type", "epsilon", "\"flow_prediction\""},
                       Rejection{"prediction_type", "v_prediction", "\"flow_prediction\""},
-                      Rejection{"use_flow_sigmas", false, "true"},
-                      Rejection{"solver_type", "bh1", "\"bh2\""},
-                      Rejection{"solver_type", "midpoint", "\"bh2\""},
-                      Rejection{"predict_x0", false, "true"},
-                      Rejection{"thresholding", true, "false"},
-                      Rejection{"use_dynamic_shifting", true, "false"},
-                      Rejection{"shift_terminal", 0.1, "null"},
-                      Rejection{"use_exponential_sigmas", true, "false"},
-                      Rejection{"use_beta_sigmas", true, "false"},
-                      Rejection{"rescale_betas_zero_snr", true, "false"},
+                      Rejection{"use_flow_sigmas", false, "true"}, Rejection{"solver_type", "bh1", "\"bh2\""},
+                      Rejection{"solver_type", "bh3", "\"bh2\", \"midpoint\", \"heun\" or \"logrho\" (bh1 is not"},
+                      Rejection{"predict_x0", false, "true"}, Rejection{"thresholding", true, "false"},
+                      Rejection{"use_dynamic_shifting", true, "false"}, Rejection{"shift_terminal", 0.1, "null"},
+                      Rejection{"use_exponential_sigmas", true, "false"}, Rejection{"use_beta_sigmas", true, "false"},
+                      Rejection{"rescale_betas_zero_snr", "yes", "true or false"},
+                      Rejection{"beta_schedule", "foo", "\"linear\", \"scaled_linear\" or \"squaredcos_cap_v2\""},
                       Rejection{"lower_order_final", false, "true (with final sigma 0"},
-                      Rejection{"final_sigmas_type", "sigma_min", "\"zero\""},
-                      Rejection{"solver_order", 3, "1 or 2"},
+                      Rejection{"final_sigmas_type", "sigma_min", "\"zero\""}, Rejection{"solver_order", 3, "1 or 2"},
                       Rejection{"solver_order", 2.5, "1 or 2"},
                       // Out of int64's range: quoted as written, not wrapped negative.
                       Rejection{"solver_order", 10000000000000000000ull, "1 or 2"},
                       Rejection{"num_train_timesteps", 18446744073709551615ull, "a positive integer"},
-                      Rejection{"disable_corrector", json::array({0}), "[]"},
-                      Rejection{"solver_p", json::object(), "null"},
-                      Rejection{"flow_shift", -1.0, "a positive number"},
+                      Rejection{"disable_corrector", json::array({0.5}), "null or a list of step indices"},
+                      Rejection{"disable_corrector", 1, "null or a list of step indices"},
+                      Rejection{"solver_p", json::object(), "null"}, Rejection{"flow_shift", -1.0, "a positive number"},
                       Rejection{"flow_shift", 1e308, "a positive number in [0.01, 1000]"},
                       Rejection{"flow_shift", 1e-300, "a positive number in [0.01, 1000]"},
                       Rejection{"num_train_timesteps", 1, "a positive integer in [2, 1000000]"},
                       Rejection{"flow_shift", "10", "a finite number"},
                       Rejection{"num_train_timesteps", 0, "a positive integer"},
                       Rejection{"timestep_spacing", "karras", "\"linspace\", \"leading\" or \"trailing\""},
-                      Rejection{"use_karras_sigmas", "yes", "true or false"},
-                      Rejection{"beta_start", "x", "a number"},
+                      Rejection{"use_karras_sigmas", "yes", "true or false"}, Rejection{"beta_start", "x", "a number"},
                       Rejection{"mystery_option", 1, "no such field"}),
     [](const auto& info) { return info.param.field + "_" + std::to_string(info.index); });
 
@@ -191,6 +186,25 @@ TEST(SchedulerConfigParse, ClassNameAndDefaults) {
   const SchedulerConfig cfg = parse_scheduler_config(minimal, "min.json");
   EXPECT_EQ(cfg.unipc.flow_shift, 1.0);
   EXPECT_EQ(cfg.unipc.solver_order, 2);
+
+  // What Diffusers runs exactly as an accepted setting is taken: the solver
+  // names its constructor maps to bh2 (with a note), lower_order_final with
+  // order 1, the beta tables' settings (unused with flow sigmas), a
+  // beta_schedule name beside an explicit table.
+  for (const char* name : {"midpoint", "heun", "logrho"}) {
+    json alias = golden_json("unipc_flowshift10.json");
+    alias["solver_type"] = name;
+    const SchedulerConfig c = parse_scheduler_config(alias, "cfg.json");
+    ASSERT_EQ(c.notes.size(), 1u) << name;
+    EXPECT_EQ(c.notes[0], "cfg.json: solver_type \"" + std::string(name) + "\" runs as bh2, as Diffusers runs it");
+  }
+  json order1 = golden_json("unipc_flowshift10.json");
+  order1["solver_order"] = 1;
+  order1["lower_order_final"] = false;
+  order1["rescale_betas_zero_snr"] = true;
+  order1["trained_betas"] = json::array({0.1, 0.2});
+  order1["beta_schedule"] = "custom";
+  EXPECT_EQ(parse_error(order1), "");
 
   // Metadata fields are ignored; a null disable_corrector is Diffusers' default.
   json j2 = golden_json("unipc_flowshift3.json");
