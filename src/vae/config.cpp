@@ -178,7 +178,8 @@ VaeConfig parse_vae_config(const json& config, const std::string& path) {
   // Accepted and without effect on inference: dropout (identity), attn_scales
   // (the residual encoder and the decoder ignore it), clip_output (gone from
   // the class: the output is always clamped).
-  if (const json* v = r.value("dropout"); v && !v->is_number()) r.fail("dropout", "expected a number, got " + v->dump());
+  if (const json* v = r.value("dropout"); v && !(v->is_number() && v->get<double>() >= 0 && v->get<double>() <= 1))
+    r.fail("dropout", "expected a probability in [0, 1], got " + v->dump());
   if (const json* v = r.value("attn_scales"); v && !v->is_array()) r.fail("attn_scales", "expected a list, got " + v->dump());
   if (const json* v = r.value("clip_output"); v && !v->is_boolean()) r.fail("clip_output", "expected a boolean, got " + v->dump());
 

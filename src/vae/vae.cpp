@@ -168,10 +168,19 @@ EncodeResult WanVae::encode(const float* pixels, const std::vector<int64_t>& sha
   if (shape.size() != 5 || shape[0] != 1 || shape[1] != 3)
     throw Error("vae", label + ": expected shape [1, 3, F, H, W], got " + shape_text(shape));
   const int64_t F = shape[2], H = shape[3], W = shape[4];
-  if (F < 1 || (F - 1) % tf != 0)
-    throw Error("vae", label + " " + shape_text(shape) + ": expected 1 + " + std::to_string(tf) +
-                           "k frames (1, " + std::to_string(1 + tf) + ", " + std::to_string(1 + 2 * tf) + ", ...), got " +
+  // The reference encodes frame 0, then chunks of 4 frames, whatever the
+  // temporal factor, and drops a shorter last chunk: 1 + 4k frames give its
+  // latent (for a factor of 1, 2 or 4; a factor that does not divide 4 cannot
+  // downsample a chunk, and the reference fails past one frame).
+  if (4 % tf != 0 && F != 1)
+    throw Error("vae", label + " " + shape_text(shape) + ": expected 1 frame: the temporal factor is " +
+                           std::to_string(tf) +
+                           ", and the reference encoder's chunks of 4 frames cannot be downsampled "
+                           "by it, got " +
                            std::to_string(F));
+  if (F < 1 || (F - 1) % 4 != 0)
+    throw Error("vae",
+                label + " " + shape_text(shape) + ": expected 1 + 4k frames (1, 5, 9, ...), got " + std::to_string(F));
   if (H < sf || W < sf || H % sf != 0 || W % sf != 0)
     throw Error("vae", label + " " + shape_text(shape) + ": height and width must be positive multiples of " +
                            std::to_string(sf) + ", got " + std::to_string(H) + "x" + std::to_string(W));

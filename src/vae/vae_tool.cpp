@@ -167,7 +167,7 @@ void vae_encode(const VaeEncodeOptions& o, std::FILE* out) {
     // meaningless, so the request is refused rather than encoded.
     for (int64_t i = 0; i < t.numel(); ++i)
       if (!(pixels[i] >= -1.0f && pixels[i] <= 1.0f))
-        throw Error("vae", run.input_label + ": element " + std::to_string(i) + " is " + std::to_string(pixels[i]) +
+        throw Error("vae", run.input_label + ": element " + std::to_string(i) + " is " + Error::number(pixels[i]) +
                                "; expected values in [-1, 1]");
   }
   load.decoder = load.encoder = false;

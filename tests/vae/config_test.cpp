@@ -69,19 +69,34 @@ const Rule kRules[] = {
     {"out_channels", [](json& c) { c["out_channels"] = 3; }, "out_channels: expected 12"},
     {"scale_factor_spatial", [](json& c) { c["scale_factor_spatial"] = 8; }, "scale_factor_spatial: expected 16"},
     {"scale_factor_temporal", [](json& c) { c["scale_factor_temporal"] = 8; }, "scale_factor_temporal: expected 4"},
-    {"temporal_flag_count", [](json& c) { c["temperal_downsample"] = {false, true}; }, "temperal_downsample: expected 3 flags"},
-    {"temporal_flag_type", [](json& c) { c["temperal_downsample"] = {0, 1, 1}; }, "temperal_downsample: expected a list of booleans"},
+    {"temporal_flag_count",
+     [](json& c) {
+       c["temperal_downsample"] = {false, true};
+     },
+     "temperal_downsample: expected 3 flags"},
+    {"temporal_flag_type",
+     [](json& c) {
+       c["temperal_downsample"] = {0, 1, 1};
+     },
+     "temperal_downsample: expected a list of booleans"},
     {"dim_mult_empty", [](json& c) { c["dim_mult"] = json::array(); }, "dim_mult: expected a list of 1 to 8"},
-    {"dim_mult_shortcut", [](json& c) { c["dim_mult"] = {1, 3, 4, 4}; }, "dim_mult: encoder level 1 shortcut"},
+    {"dim_mult_shortcut",
+     [](json& c) {
+       c["dim_mult"] = {1, 3, 4, 4};
+     },
+     "dim_mult: encoder level 1 shortcut"},
     {"num_res_blocks", [](json& c) { c["num_res_blocks"] = 0; }, "num_res_blocks: expected an integer in [1, 64]"},
     {"base_dim", [](json& c) { c["base_dim"] = "8"; }, "base_dim: expected an integer"},
     {"latents_mean_count", [](json& c) { c["latents_mean"].erase(0); }, "latents_mean: expected a list of 48 numbers"},
     {"latents_mean_value", [](json& c) { c["latents_mean"][5] = "x"; }, "latents_mean[5]: expected a finite number"},
-    {"latents_mean_huge", [](json& c) { c["latents_mean"][0] = 1e39; }, "latents_mean[0]: expected a finite number in [-1e4, 1e4], got 1e+39"},
-    {"latents_std_huge", [](json& c) { c["latents_std"][2] = 1e300; }, "latents_std[2]: expected a finite number in [-1e4, 1e4]"},
+    {"latents_mean_huge", [](json& c) { c["latents_mean"][0] = 1e39; },
+     "latents_mean[0]: expected a finite number in [-1e4, 1e4], got 1e+39"},
+    {"latents_std_huge", [](json& c) { c["latents_std"][2] = 1e300; },
+     "latents_std[2]: expected a finite number in [-1e4, 1e4]"},
     {"latents_std_positive", [](json& c) { c["latents_std"][3] = 0.0; }, "latents_std[3]: expected a positive number"},
     {"latents_std_missing", [](json& c) { c.erase("latents_std"); }, "latents_std: missing"},
-    {"dropout", [](json& c) { c["dropout"] = "none"; }, "dropout: expected a number"},
+    {"dropout", [](json& c) { c["dropout"] = "none"; }, "dropout: expected a probability in [0, 1]"},
+    {"dropout_range", [](json& c) { c["dropout"] = 1.5; }, "dropout: expected a probability in [0, 1], got 1.5"},
     {"not_an_object", [](json& c) { c = json::array(); }, "expected a JSON object"},
 };
 

@@ -3,11 +3,17 @@
 // activation option against the float32 goldens.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "common/error_of.hpp"
+#include "io/safetensors.hpp"
 #include "kernels/kernel_set.hpp"
 #include "vae/vae.hpp"
 #include "vae_test_util.hpp"
@@ -74,6 +80,67 @@ TEST(VaeDecode, CancellationStopsBeforeTheNextLatentFrame) {
       error_of([&] { golden_vae().decode(latent.data(), shape, [&](int64_t, const vae::Frame&) { ++frames; }, options); });
   EXPECT_NE(m.find("decode cancelled after latent frame 1 of 3; nothing was written"), std::string::npos) << m;
   EXPECT_EQ(frames, 1);
+}
+
+// The golden VAE rebuilt with another temporal factor: `flags` replace
+// temperal_downsample, and the time convolutions the new flags drop are left
+// out of the weights.
+vae::WanVae golden_vae_with_temporal_flags(const std::string& folder, const nlohmann::json& flags, int factor,
+                                           const std::vector<std::string>& dropped) {
+  std::filesystem::create_directories(folder);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(vae_golden("vae/config.json")));
+  config["temperal_downsample"] = flags;
+  config["scale_factor_temporal"] = factor;
+  std::ofstream(folder + "/config.json") << config.dump();
+  const auto weights = SafetensorsFile::open(vae_golden("vae/diffusion_pytorch_model.safetensors"));
+  std::vector<TensorToWrite> kept;
+  for (const auto& [name, t] : weights->tensors()) {
+    if (std::any_of(dropped.begin(), dropped.end(), [&](const std::string& d) { return name.rfind(d, 0) == 0; }))
+      continue;
+    kept.push_back(make_tensor_raw(name, t.dtype, t.shape, t.data, t.nbytes));
+  }
+  vae::VaeOptions o;
+  o.decoder = false;
+  // Time convolutions the new flags add are filled with zeros: the loader
+  // names each missing tensor with its shape.
+  for (int added = 0;; ++added) {
+    write_safetensors(folder + "/diffusion_pytorch_model.safetensors", kept);
+    const std::string m = error_of([&] { vae::WanVae::load(folder, o); });
+    const std::size_t at = m.find("missing tensor '");
+    if (m.empty() || at == std::string::npos || added == 8) return vae::WanVae::load(folder, o);
+    const std::size_t name_end = m.find('\'', at + 16), shape_at = m.find("expected shape [", name_end);
+    std::vector<int64_t> shape;
+    std::istringstream dims(m.substr(shape_at + 16, m.find(']', shape_at) - shape_at - 16));
+    for (std::string d; std::getline(dims, d, ',');) shape.push_back(std::stoll(d));
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    kept.push_back(make_tensor_f32(m.substr(at + 16, name_end - at - 16), shape, std::vector<float>(std::size_t(n))));
+  }
+}
+
+// Diffusers encodes frame 0, then chunks of 4 frames, whatever the temporal
+// factor, and drops a shorter last chunk: with a factor of 2 it takes 1 + 4k
+// frames as well (5 frames make 3 latent frames; 3 frames would lose two),
+// and with 8 it cannot encode past one frame.
+TEST(VaeEncode, EveryTemporalFactorTakesTheFrameCountsTheReferenceEncodesWhole) {
+  const std::string root = ::testing::TempDir() + "/stepmix-vae-factors";
+  const vae::WanVae two = golden_vae_with_temporal_flags(
+      root + "/two", {false, false, true}, 2,
+      {"encoder.down_blocks.1.downsampler.time_conv", "decoder.up_blocks.1.upsampler.time_conv"});
+  std::vector<float> pixels(3 * 5 * 32 * 48, 0.25f);
+  EXPECT_EQ(two.encode(pixels.data(), {1, 3, 5, 32, 48}).shape, (std::vector<int64_t>{1, 48, 3, 2, 3}));
+  EXPECT_NE(error_of([&] {
+              two.encode(pixels.data(), {1, 3, 3, 32, 48});
+            }).find("expected 1 + 4k frames (1, 5, 9, ...), got 3"),
+            std::string::npos);
+  const vae::WanVae eight = golden_vae_with_temporal_flags(root + "/eight", {true, true, true}, 8, {});
+  EXPECT_EQ(eight.encode(pixels.data(), {1, 3, 1, 32, 48}).shape, (std::vector<int64_t>{1, 48, 1, 2, 3}));
+  const std::string m = error_of([&] { eight.encode(pixels.data(), {1, 3, 5, 32, 48}); });
+  EXPECT_NE(m.find("expected 1 frame: the temporal factor is 8, and the reference encoder's chunks of 4 frames cannot "
+                   "be downsampled by it, got 5"),
+            std::string::npos)
+      << m;
+  std::filesystem::remove_all(root);
 }
 
 TEST(VaeEncode, RefusesFrameCountsSizesAndValuesItCannotEncode) {
