@@ -120,8 +120,12 @@ struct GenerateRequest {
   std::optional<std::string> scheduler_config;  // a Diffusers scheduler_config.json
   double fps = kDefaultFps;
   // Cosmos3 checkpoints: the image/video system prompt (unset: the model's
-  // default_use_system_prompt, else on).
+  // default_use_system_prompt, else on), and the sentences on the resolution
+  // and (videos) the duration appended to the prompt (Diffusers'
+  // add_resolution_template / add_duration_template).
   std::optional<bool> use_system_prompt;
+  bool resolution_sentence = true;
+  bool duration_sentence = true;
   // The latent kept in BF16 between steps, as the Diffusers BF16 pipeline
   // keeps it, for parity tests: the initial latent and every scheduler result
   // rounded to BF16 (its arithmetic emulated, docs/schedulers.md), the CFG

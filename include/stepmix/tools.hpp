@@ -101,7 +101,7 @@ struct PromptOptions {
   std::optional<int64_t> height, width;
   int64_t frames = 189;
   double fps = 24.0;
-  bool no_system_prompt = false, no_resolution_sentence = false, no_duration_sentence = false;
+  bool no_system_prompt = false, system_prompt = false, no_resolution_sentence = false, no_duration_sentence = false;
 };
 void prompt(const PromptOptions& options, std::FILE* out);
 

@@ -289,8 +289,9 @@ std::vector<int64_t> Model::encode_prompt(const std::string& text, const Generat
   const Impl& m = *impl_;
   const auto shape = latent_shape_for({r.latent_shape, r.height, r.width, r.frames}, m.dir,
                                       m.transformer.config().latent_channel, m.defaults);
-  return m.encoder.encode(text, prompt_geometry_for({r.latent_shape, r.height, r.width, r.frames}, shape, m.dir,
-                                                    m.defaults, r.fps, r.use_system_prompt));
+  return m.encoder.encode(
+      text, prompt_geometry_for({r.latent_shape, r.height, r.width, r.frames}, shape, m.dir, m.defaults, r.fps,
+                                r.use_system_prompt, r.resolution_sentence, r.duration_sentence));
 }
 
 GeneratePlan Model::plan(const GenerateRequest& r) const {
@@ -362,9 +363,11 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
                       "--prompt-ids (" + std::to_string(p.uncond_ids[0]) + "," + std::to_string(p.uncond_ids[1]) +
                       "); give --negative-prompt-ids to choose it");
   } else if (r.prompt || uncond_from_text) {
-    const EncodedPrompts e = m.encoder.encode_pair(
-        r.prompt_ids ? std::nullopt : r.prompt, r.negative_prompt.value_or(""), uncond_from_text,
-        prompt_geometry_for(geometry, p.latent_shape, m.dir, m.defaults, r.fps, r.use_system_prompt), &p.warnings);
+    const EncodedPrompts e =
+        m.encoder.encode_pair(r.prompt_ids ? std::nullopt : r.prompt, r.negative_prompt.value_or(""), uncond_from_text,
+                              prompt_geometry_for(geometry, p.latent_shape, m.dir, m.defaults, r.fps,
+                                                  r.use_system_prompt, r.resolution_sentence, r.duration_sentence),
+                              &p.warnings);
     p.cond_ids = e.cond;
     p.uncond_ids = e.uncond;
     p.cond_rendered_bytes = e.cond_rendered_bytes;

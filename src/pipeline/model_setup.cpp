@@ -262,7 +262,8 @@ Sampling resolve_sampling(const sched::SchedulerConfig& config, std::optional<in
 
 PromptGeometry prompt_geometry_for(const GeometryRequest& r, const std::array<int64_t, 4>& shape,
                                    const ModelDirectory& dir, const ModelDefaults& defaults, double fps,
-                                   std::optional<bool> use_system_prompt) {
+                                   std::optional<bool> use_system_prompt, bool resolution_sentence,
+                                   bool duration_sentence) {
   const auto [C, T, H, W] = shape;
   PromptGeometry g;
   const bool pixels = is_pixel_space(dir);
@@ -276,6 +277,8 @@ PromptGeometry prompt_geometry_for(const GeometryRequest& r, const std::array<in
   g.frames = request_frames(r, dir, defaults);
   g.fps = fps;
   g.use_system_prompt = use_system_prompt;
+  g.resolution_sentence = resolution_sentence;
+  g.duration_sentence = duration_sentence;
   return g;
 }
 
@@ -303,6 +306,8 @@ text::Cosmos3PromptRequest prompt_request(const std::string& prompt, const std::
   r.num_frames = g.frames;
   r.fps = g.fps;
   r.use_system_prompt = g.use_system_prompt;
+  r.resolution_sentence = g.resolution_sentence;
+  r.duration_sentence = g.duration_sentence;
   return r;
 }
 

@@ -100,6 +100,7 @@ struct PromptGeometry {
   int64_t frames = 1;             // 1 = image
   double fps = 24.0;
   std::optional<bool> use_system_prompt;  // unset: the model's default
+  bool resolution_sentence = true, duration_sentence = true;
 };
 
 struct EncodedPrompts {
@@ -135,7 +136,8 @@ std::optional<std::string> check_negative_prompt_has_a_pass(const GenerateReques
 // count as asked, not rounded to what the latent decodes to).
 PromptGeometry prompt_geometry_for(const GeometryRequest& request, const std::array<int64_t, 4>& latent_shape,
                                    const ModelDirectory& dir, const ModelDefaults& defaults, double fps,
-                                   std::optional<bool> use_system_prompt);
+                                   std::optional<bool> use_system_prompt, bool resolution_sentence = true,
+                                   bool duration_sentence = true);
 
 // Prompt texts → understanding ids with the model's tokenizer
 // (text_tokenizer/tokenizer.json, tokenizer/ as fallback), loaded once on

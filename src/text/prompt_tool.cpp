@@ -38,6 +38,7 @@ void prompt(const PromptOptions& opt, std::FILE* f) {
     r.num_frames = opt.frames;
     r.fps = opt.fps;
     if (opt.no_system_prompt) r.use_system_prompt = false;
+    if (opt.system_prompt) r.use_system_prompt = true;
     r.resolution_sentence = !opt.no_resolution_sentence;
     r.duration_sentence = !opt.no_duration_sentence;
     text::require_utf8(r.prompt, "prompt", "--prompt");

@@ -29,7 +29,8 @@ struct GenerateOptions {
   std::optional<std::string> out, save_latents, frames_dir, image;
   bool no_decode = false;
   int batch_count = 1;
-  bool no_system_prompt = false;
+  bool no_system_prompt = false, system_prompt = false;
+  bool no_resolution_sentence = false, no_duration_sentence = false;
   bool bf16_latents = false;
   bool json_output = false;
   RuntimeOptions runtime;
@@ -189,6 +190,9 @@ void run_generate(const GenerateOptions& opt, bool fps_given) {
   GenerateRequest request = opt.request.to_request("generate");
   request.policy = opt.policy.overrides();
   if (opt.no_system_prompt) request.use_system_prompt = false;
+  if (opt.system_prompt) request.use_system_prompt = true;
+  request.resolution_sentence = !opt.no_resolution_sentence;
+  request.duration_sentence = !opt.no_duration_sentence;
   request.bf16_latents = opt.bf16_latents;
   check_generate_options(opt);
   request.image = opt.image;
@@ -291,9 +295,18 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--bf16-latents", opt->bf16_latents,
                 "Keep the latent in BF16 between steps, as the Diffusers BF16 pipeline does (parity tests; needs "
                 "--activations bf16 and --device cpu)");
-  cmd->add_flag("--no-system-prompt", opt->no_system_prompt,
-                "Cosmos3 checkpoints: no image/video system prompt (default: model_index.json's "
-                "default_use_system_prompt, else on)");
+  CLI::Option* no_system =
+      cmd->add_flag("--no-system-prompt", opt->no_system_prompt,
+                    "Cosmos3 checkpoints: no image/video system prompt (default: model_index.json's "
+                    "default_use_system_prompt, else on)");
+  cmd->add_flag("--system-prompt", opt->system_prompt,
+                "Cosmos3 checkpoints: the image/video system prompt even where model_index.json's "
+                "default_use_system_prompt is false")
+      ->excludes(no_system);
+  cmd->add_flag("--no-resolution-sentence", opt->no_resolution_sentence,
+                "Cosmos3 checkpoints: leave out the sentence on the resolution appended to the prompt");
+  cmd->add_flag("--no-duration-sentence", opt->no_duration_sentence,
+                "Cosmos3 checkpoints: leave out the sentence on the duration appended to a video's prompt");
   cmd->add_option("-s,--seed", opt->seed, "Seed of the initial noise: 0..2^64-1, or -1 for a random one (default 0)")->check(non_empty());
   cmd->add_option("--noise", opt->noise_file, "Initial noise: F32 tensor 'noise' [1,C,T,H,W] (instead of --seed)");
   cmd->add_option("-b,--batch-count", opt->batch_count,

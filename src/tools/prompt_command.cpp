@@ -26,11 +26,15 @@ void add_prompt_command(CLI::App& app) {
       cmd->add_option("-W,--width", opt->width, "Width in pixels (default: 1280 for videos, 1024 for images)"),
       cmd->add_option("--frames", opt->frames, "Number of frames (1 = image)")->default_val(189),
       cmd->add_option("--fps", opt->fps, "Frames per second of the duration sentence")->default_val(24.0),
-      cmd->add_flag("--no-system-prompt", opt->no_system_prompt, "No system message (default: model_index.json's "
-                                                                 "default_use_system_prompt, else on)"),
+      cmd->add_flag("--no-system-prompt", opt->no_system_prompt,
+                    "No system message (default: model_index.json's "
+                    "default_use_system_prompt, else on)"),
+      cmd->add_flag("--system-prompt", opt->system_prompt,
+                    "The system message even where model_index.json's default_use_system_prompt is false"),
       cmd->add_flag("--no-resolution-sentence", opt->no_resolution_sentence, "Leave out the resolution sentence"),
       cmd->add_flag("--no-duration-sentence", opt->no_duration_sentence, "Leave out the duration sentence")};
   for (CLI::Option* o : request) jsonl->excludes(o);
+  cmd->get_option("--system-prompt")->excludes(cmd->get_option("--no-system-prompt"));
   cmd->callback([opt] { prompt(*opt, stdout); });
 }
 

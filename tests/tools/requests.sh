@@ -25,6 +25,7 @@ gen() { expect_rejected "generate:$1" "$2" "$3" generate --model "$fp8" "${ids[@
 gen seed_negative "--seed" "expected an integer in [0, 18446744073709551615] or -1" "${small[@]}" "${x[@]}" --seed -2
 gen seed_2_64 "--seed" "got '18446744073709551616'" "${small[@]}" "${x[@]}" --seed 18446744073709551616
 gen seed_word "--seed" "got 'abc'" "${small[@]}" "${x[@]}" --seed abc
+gen system_both "" "excludes" "${small[@]}" "${x[@]}" --system-prompt --no-system-prompt
 gen seed_empty "--seed" "empty value" "${small[@]}" "${x[@]}" --seed=
 gen steps_empty "--steps" "empty value" --latent-shape 4,1,4,4 "${x[@]}" --steps ''
 gen guidance_empty "--guidance" "empty value" --latent-shape 4,1,4,4 --steps 2 --guidance=

@@ -132,6 +132,9 @@ expect_ok system '"positive_rendered":"<|im_start|>system\nYou are a helpful ass
   --model "$tiny" --prompt "A robot"
 expect_ok no_system '"positive_rendered":"<|im_start|>user\nA robot' prompt --model "$tiny" --prompt "A robot" --no-system-prompt
 expect_ok model_default '"positive_rendered":"<|im_start|>user\nA robot' prompt --model "$tmp/model" --prompt "A robot"
+expect_ok system_forced '"positive_rendered":"<|im_start|>system\nYou are a helpful assistant who will generate videos' \
+  prompt --model "$tmp/model" --prompt "A robot" --system-prompt
+expect_rejected system_both "" "excludes" prompt --model "$tmp/model" --prompt "A robot" --system-prompt --no-system-prompt
 expect_ok sentences_off '"positive_text":"A robot.","negative_text":""' prompt --model "$tiny" --prompt "A robot." \
   --no-resolution-sentence --no-duration-sentence
 # stepmix's own WordLevel model: the prompt as given, then eos and <|vision_start|>.
