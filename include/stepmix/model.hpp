@@ -118,6 +118,12 @@ struct GenerateRequest {
   std::optional<std::string> scheduler;         // "unipc" | "euler"
   std::optional<double> flow_shift;
   std::optional<std::string> scheduler_config;  // a Diffusers scheduler_config.json
+  // Keep a UniPC file's use_karras_sigmas true as written: the grid of
+  // Diffusers' pipeline called on the checkpoint's own scheduler (as its image
+  // examples do), where the flow shift has no effect; a flow_shift other than
+  // 1 is then refused. Off (the runtimes' and the default): Karras is turned
+  // off and the flow grid takes the request's shift.
+  bool karras_sigmas = false;
   double fps = kDefaultFps;
   // Cosmos3 checkpoints: the image/video system prompt (unset: the model's
   // default_use_system_prompt, else on), and the sentences on the resolution
@@ -172,6 +178,7 @@ struct GeneratePlan {
   std::vector<std::string> notes, warnings;
   std::string scheduler;                      // e.g. "UniPCMultistepScheduler"
   double flow_shift = 1.0;                    // the shift its sigmas were made with
+  bool karras_sigmas = false;                 // a Karras grid (GenerateRequest::karras_sigmas)
   std::vector<double> timesteps;
   std::vector<double> sigmas;  // the scheduler's float32 sigmas, widened
 };

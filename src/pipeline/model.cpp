@@ -141,7 +141,8 @@ struct Model::Impl {
   }
 
   sched::SchedulerConfig scheduler_config(const GenerateRequest& r, bool video) const {
-    return scheduler_config_for({r.scheduler_config, r.scheduler, r.flow_shift, r.bf16_latents}, dir, defaults, video);
+    return scheduler_config_for({r.scheduler_config, r.scheduler, r.flow_shift, r.bf16_latents, r.karras_sigmas}, dir,
+                                defaults, video);
   }
 };
 
@@ -397,6 +398,8 @@ GeneratePlan Model::plan(const GenerateRequest& r) const {
   scheduler->set_timesteps(p.steps);
   p.scheduler = scheduler->name();
   p.flow_shift = sched::shift_of(scheduler_config);
+  p.karras_sigmas =
+      scheduler_config.kind == sched::SchedulerKind::unipc_multistep && scheduler_config.unipc.use_karras_sigmas;
   p.timesteps = scheduler->timesteps();
   p.sigmas.assign(scheduler->sigmas().begin(), scheduler->sigmas().end());
   return p;

@@ -211,12 +211,20 @@ sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const Mod
     else
       throw Error("generate", "--scheduler: expected unipc or euler, got '" + *r.kind + "'");
   }
-  o.use_karras_sigmas = false;  // as the Cosmos3 video examples and vLLM-Omni, for either scheduler
+  const sched::SchedulerKind kind = o.kind.value_or(config.kind);
+  // Karras kept only where it is UniPC's grid: the file's, under UniPC.
+  const bool karras = r.keep_karras && kind == sched::SchedulerKind::unipc_multistep &&
+                      config.kind == sched::SchedulerKind::unipc_multistep && config.unipc.use_karras_sigmas;
+  if (r.keep_karras && !karras)
+    throw Error("generate",
+                "--karras-sigmas: " + config.source +
+                    " asks for no Karras sigmas under UniPC (use_karras_sigmas false, or another scheduler)");
+  // As the Cosmos3 video examples and vLLM-Omni, for either scheduler.
+  if (!karras) o.use_karras_sigmas = false;
   o.native_flow_grid = defaults.native_flow_schedule;
   // The flag lives in model_index.json, the scheduler kind in the scheduler
   // file or the request: the refusal names both (apply_overrides checks the
   // same without knowing where each came from).
-  const sched::SchedulerKind kind = o.kind.value_or(config.kind);
   if (o.native_flow_grid && kind != sched::SchedulerKind::unipc_multistep)
     throw Error("config", dir.model_index_path.value_or("model_index.json") +
                               ": use_native_flow_schedule true: implemented for UniPC only, but the scheduler is " +
@@ -228,7 +236,7 @@ sched::SchedulerConfig scheduler_config_for(const SchedulerRequest& r, const Mod
   // per request): unset, the mode's default whenever UniPC runs. FlowMatch
   // Euler keeps the file's shift (a distilled build's 1.0 with its fixed
   // sigmas; a UniPC file's flow_shift under --scheduler euler).
-  if (!o.flow_shift && o.kind.value_or(config.kind) == sched::SchedulerKind::unipc_multistep) {
+  if (!o.flow_shift && !karras && kind == sched::SchedulerKind::unipc_multistep) {
     const double shift = video ? kDefaultVideoFlowShift : kDefaultImageFlowShift;
     const double file_shift = sched::shift_of(config);
     if (file_shift != shift) {

@@ -81,10 +81,11 @@ struct SchedulerRequest {
   std::optional<std::string> kind;         // "unipc" or "euler"
   std::optional<double> flow_shift;
   bool bf16_latents = false;  // the scheduler's arithmetic emulates a BF16 latent
+  bool keep_karras = false;   // GenerateRequest::karras_sigmas
 };
 // The model's scheduler (or config_file, or UniPC when the model has none),
 // Karras forced off as the Cosmos3 video examples and vLLM-Omni do
-// (docs/schedulers.md §1),
+// (docs/schedulers.md §1) unless keep_karras keeps a UniPC file's Karras grid,
 // then the request's kind and flow shift. UniPC's flow_shift is a request
 // value: unset, it is 10 for a video and 3 for an image, whatever the file
 // holds (a note says when that differs); FlowMatch Euler keeps its file's

@@ -157,6 +157,7 @@ json generation_json(const GenerateOptions& opt, ActivationDType activations, co
   out["reasoner"] = std::string(precision_json_name(result.reasoner));
   out["scheduler"] = plan.scheduler;
   out["flow_shift"] = plan.flow_shift;
+  out["karras_sigmas"] = plan.karras_sigmas;
   out["timesteps"] = plan.timesteps;
   out["guidance"] = plan.guidance;
   out["latent_shape"] = {1, C, T, H, W};

@@ -73,6 +73,7 @@ GenerateRequest RequestOptions::to_request(const char* command) const {
   r.guidance = guidance;
   r.scheduler = scheduler;
   r.flow_shift = flow_shift;
+  r.karras_sigmas = karras_sigmas;
   r.scheduler_config = scheduler_config;
   r.fps = fps;
   if (scheduler && *scheduler != "unipc" && *scheduler != "euler")
@@ -114,6 +115,9 @@ void add_request_options(CLI::App& cmd, RequestOptions& o, unsigned groups, cons
                    "Flow shift of the sigma schedule (default: UniPC 10 for a video, 3 for an image; FlowMatch Euler "
                    "its scheduler_config.json's shift)")
         ->check(non_empty());
+    cmd.add_flag("--karras-sigmas", o.karras_sigmas,
+                 "Keep a UniPC scheduler_config.json's use_karras_sigmas true (Diffusers' pipeline on the checkpoint's "
+                 "own scheduler; the shift then has no effect) instead of the flow grid with the request's shift");
   }
   if (groups & kSchedulerConfig)
     cmd.add_option("--scheduler-config", o.scheduler_config, "A Diffusers scheduler_config.json");

@@ -39,6 +39,7 @@ struct RequestOptions {
   std::optional<double> guidance;
   std::optional<std::string> scheduler, scheduler_config;
   std::optional<double> flow_shift;
+  bool karras_sigmas = false;
   double fps = kDefaultFps;
 
   // The request these options describe (ids and shapes parsed, checked).

@@ -327,6 +327,25 @@ cmp -s "$o/da.safetensors" "$o/dn.safetensors" || fail "distilled: the ignored n
 # A checkpoint file asking for Karras sigmas with a shift runs as the pipeline does: Karras off, said.
 expect_ok karras_off "trace:" generate -m "$tmp/karras" -p boot -o "$o/karras.png"
 grep -qF "use_karras_sigmas true is turned off" "$tmp/err" || fail "karras_off: no note: $(cat "$tmp/err")"
+# --karras-sigmas keeps the checkpoint file's Karras grid, as Diffusers' pipeline samples it when called on
+# the checkpoint's own scheduler (the golden checkpoint_default.n8 timesteps); a shift beside it, in the
+# file or the request, does nothing there and is refused, as is a file without Karras sigmas.
+mkdir -p "$tmp/karras_file"
+cp -r "$fashion/." "$tmp/karras_file/"
+cp "$golden/scheduler/unipc_checkpoint_default.json" "$tmp/karras_file/scheduler/scheduler_config.json"
+checks=$((checks + 1))
+kept=$(timeout "$STEPMIX_TEST_TIMEOUT" "$bin" generate -m "$tmp/karras_file" -p boot --steps 8 --karras-sigmas \
+  --save-latents "$o/karras_kept.safetensors" --json 2>"$tmp/err" | tr -d ' \n')
+grep -qF '"karras_sigmas":true' <<<"$kept" &&
+  grep -qF '"timesteps":[995.0,990.0,979.0,954.0,890.0,729.0,422.0,128.0]' <<<"$kept" ||
+  fail "karras_kept: not the Karras grid: $(head -c 600 <<<"$kept") $(head -c 300 "$tmp/err")"
+expect_rejected karras_kept_request_shift "[scheduler]" "flow_shift 3.000000 with Karras sigmas" generate \
+  -m "$tmp/karras_file" -p boot --steps 8 --karras-sigmas --flow-shift 3 --save-latents "$o/k.safetensors"
+expect_rejected karras_kept_file_shift "[scheduler]" "with Karras sigmas" generate -m "$tmp/karras" -p boot \
+  --karras-sigmas --save-latents "$o/k.safetensors"
+expect_rejected karras_kept_none "--karras-sigmas" "asks for no Karras sigmas under UniPC" generate -m "$fashion" \
+  -p boot --karras-sigmas --save-latents "$o/k.safetensors"
+rm -f "$o/karras_kept.safetensors"
 
 # The progress bar (drawn only on a terminal: util-linux's script gives one).
 if command -v script >/dev/null; then
