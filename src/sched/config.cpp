@@ -353,7 +353,8 @@ void apply_overrides(SchedulerConfig& cfg, const SchedulerOverrides& ov) {
     bool& karras =
         cfg.kind == SchedulerKind::unipc_multistep ? cfg.unipc.use_karras_sigmas : cfg.flow_match.use_karras_sigmas;
     if (karras && !*ov.use_karras_sigmas)
-      cfg.notes.push_back(cfg.source + ": use_karras_sigmas true is turned off, as the Cosmos3 video examples and vLLM-Omni do");
+      cfg.notes.push_back(cfg.source +
+                          ": use_karras_sigmas true is turned off, as the Cosmos3 video examples and vLLM-Omni do");
     karras = *ov.use_karras_sigmas;
   }
   if (ov.native_flow_grid) {
