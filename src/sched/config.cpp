@@ -154,19 +154,18 @@ void parse_unipc(FieldReader& r, SchedulerConfig& cfg) {
   else
     r.boolean("lower_order_final", true);
   {
+    // A list (null makes Diffusers' first corrector step fail).
     const json v = r.value("disable_corrector", json::array());
-    if (!v.is_null()) {
-      bool integers = v.is_array();
-      for (const json& e : integers ? v : json::array()) {
-        const auto k = json_integer_in(e, INT64_MIN, INT64_MAX);
-        if (!k) {
-          integers = false;
-          break;
-        }
-        o.disable_corrector.push_back(*k);
+    bool integers = v.is_array();
+    for (const json& e : integers ? v : json::array()) {
+      const auto k = json_integer_in(e, INT64_MIN, INT64_MAX);
+      if (!k) {
+        integers = false;
+        break;
       }
-      if (!integers) r.fail("disable_corrector", "null or a list of step indices", r.describe("disable_corrector", v));
+      o.disable_corrector.push_back(*k);
     }
+    if (!integers) r.fail("disable_corrector", "a list of step indices", r.describe("disable_corrector", v));
   }
   o.flow_shift = r.shift("flow_shift");
   o.use_karras_sigmas = r.boolean("use_karras_sigmas", false);
@@ -185,7 +184,9 @@ void parse_unipc(FieldReader& r, SchedulerConfig& cfg) {
   r.unused("beta_start", &json::is_number, "a number");
   r.unused("beta_end", &json::is_number, "a number");
   // Diffusers' constructor names the schedule unless a table is given.
-  r.unused("trained_betas", &json::is_array, "null or an array");
+  if (const json t = r.value("trained_betas", nullptr);
+      !t.is_null() && !(t.is_array() && std::all_of(t.begin(), t.end(), [](const json& b) { return b.is_number(); })))
+    r.fail("trained_betas", "null or a list of numbers", r.describe("trained_betas", t));
   if (r.value("trained_betas", nullptr).is_null())
     r.string_in("beta_schedule", "linear", {"linear", "scaled_linear", "squaredcos_cap_v2"});
   else

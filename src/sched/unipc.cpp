@@ -133,20 +133,23 @@ void UniPCMultistepScheduler::set_timesteps(int num_steps) {
   reset();
 }
 
-// Every update divides by h = λ(σ_{k+1}) − λ(σ_k) and takes λ(σ_0): float32
-// sigmas that repeat (a Karras grid with a huge sigma_max) or a σ_0 of 1
-// make the reference's latent NaN. Refused before any step, naming the pair.
+// Every update divides by h = λ(σ_{k+1}) − λ(σ_k) and takes λ(σ_0). The
+// reference evaluates λ on float32 tensors: a σ_0 of 1, or neighbours whose
+// float32 log-SNRs coincide (repeated float32 sigmas, or sigmas a few float32
+// steps apart: a Karras grid with a huge sigma_max, or sigma_min and
+// sigma_max nearly equal) make its latent NaN. Refused before any step,
+// naming the pair.
 void UniPCMultistepScheduler::check_solvable(const std::vector<float>& sigmas) {
   const auto at = [&](std::size_t k) { return "sigma " + std::to_string(k) + " = " + Error::number(sigmas[k]); };
+  const auto lambda32 = [](float s) { return std::log(1.0f - s) - std::log(s); };
   if (!(sigmas[0] < 1.0f))
     throw Error("scheduler", "UniPC: the schedule starts at " + at(0) +
                                  ", where the log-SNR is infinite (Karras sigma_max too large?)");
   for (std::size_t k = 0; k + 2 < sigmas.size(); ++k)
-    if (!(sigmas[k + 1] < sigmas[k]))
-      throw Error("scheduler", "UniPC: the schedule's float32 sigmas do not decrease from " + at(k) + " to " +
-                                   at(k + 1) +
-                                   ": the solver divides by their log-SNR difference (fewer steps, or "
-                                   "Karras sigma_min/sigma_max closer together)");
+    if (!(lambda32(sigmas[k + 1]) > lambda32(sigmas[k])))
+      throw Error("scheduler", "UniPC: " + at(k) + " and " + at(k + 1) +
+                                   " have the same float32 log-SNR: the solver divides by their difference (fewer "
+                                   "steps, or Karras sigma_min and sigma_max further apart)");
 }
 
 void UniPCMultistepScheduler::reset() {

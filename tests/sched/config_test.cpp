@@ -153,8 +153,11 @@ INSTANTIATE_TEST_SUITE_P(
                       // Out of int64's range: quoted as written, not wrapped negative.
                       Rejection{"solver_order", 10000000000000000000ull, "1 or 2"},
                       Rejection{"num_train_timesteps", 18446744073709551615ull, "a positive integer"},
-                      Rejection{"disable_corrector", json::array({0.5}), "null or a list of step indices"},
-                      Rejection{"disable_corrector", 1, "null or a list of step indices"},
+                      Rejection{"disable_corrector", json::array({0.5}), "a list of step indices"},
+                      Rejection{"disable_corrector", 1, "a list of step indices"},
+                      // Diffusers' first corrector step fails on null.
+                      Rejection{"disable_corrector", nullptr, "a list of step indices"},
+                      Rejection{"trained_betas", json::array({"a"}), "null or a list of numbers"},
                       Rejection{"solver_p", json::object(), "null"}, Rejection{"flow_shift", -1.0, "a positive number"},
                       Rejection{"flow_shift", 1e308, "a positive number in [0.01, 1000]"},
                       Rejection{"flow_shift", 1e-300, "a positive number in [0.01, 1000]"},
@@ -206,10 +209,9 @@ TEST(SchedulerConfigParse, ClassNameAndDefaults) {
   order1["beta_schedule"] = "custom";
   EXPECT_EQ(parse_error(order1), "");
 
-  // Metadata fields are ignored; a null disable_corrector is Diffusers' default.
+  // Metadata fields are ignored.
   json j2 = golden_json("unipc_flowshift3.json");
   j2["_name_or_path"] = "somewhere";
-  j2["disable_corrector"] = nullptr;
   EXPECT_EQ(parse_error(j2), "");
 }
 
