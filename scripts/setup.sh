@@ -20,6 +20,8 @@ packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libgt
 case "${1:-}" in
   --bench)
     # python3-pil: bench/run-png-pillow.sh compares the PNG reader with Pillow.
+    # bench/run-diffusers-differential.sh runs Diffusers' files on python3-torch
+    # and python3-numpy (the Diffusers checkout it needs is not a package).
     packages+=(python3-torch python3-numpy python3-pil libopenblas0-openmp libbenchmark-dev)
     # bench/run-tokenizer.sh runs the JavaScript tokenizer (npm) as its peer.
     command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm) ;;
