@@ -53,9 +53,16 @@ EXPECTED = [
     ('"bh1"', lambda r, c: c["cfg"].get("solver_type") == "bh1", "solver_type bh1 is not implemented"),
     ("the schedule starts at sigma 0", lambda r, c: r["sigmas"][0] >= 1.0,
      "Diffusers' float32 sigma 0 is 1, where the log-SNR is infinite"),
-    ("float32 sigmas do not decrease", lambda r, c: bool((np.diff(r["sigmas"][:-1]) >= 0).any()),
-     "Diffusers' float32 sigmas repeat, so a step divides by a log-SNR difference of 0"),
+    ("have the same float32 log-SNR", lambda r, c: r["nonfinite"] > 0 or _float32_lambdas_coincide(r["sigmas"]),
+     "Diffusers' float32 log-SNRs of two neighbouring sigmas coincide, so a step divides by 0"),
 ]
+
+
+def _float32_lambdas_coincide(sigmas):
+    """Whether Diffusers' log-SNRs, log(1 - s) - log(s) on float32 tensors, fail to increase."""
+    s = torch.tensor(np.asarray(sigmas[:-1], dtype=np.float32))
+    lam = torch.log(1 - s) - torch.log(s)
+    return bool((lam[1:] <= lam[:-1]).any())
 
 
 # ---- random configurations ---------------------------------------------------------------------------
@@ -225,12 +232,12 @@ def probes():
     return [
         ("u.golden", U, {}, 8, None), ("u.golden", U, {}, 35, None), ("u.golden", U, {}, 150, None),
         ("u.disable_corrector=[1,3,100]", U, {"disable_corrector": [1, 3, 100]}, 8, None),
-        ("u.disable_corrector=null", U, {"disable_corrector": None}, 8, None),
+        ("u.disable_corrector=null", U, {"disable_corrector": None}, 8, "disable_corrector: expected a list of step indices"),
         ("u.solver_type=midpoint", U, {"solver_type": "midpoint"}, 8, None),
         ("u.order1,lower_order_final=false", U, {"solver_order": 1, "lower_order_final": False}, 8, None),
         ("u.rescale_betas_zero_snr=true", U, {"rescale_betas_zero_snr": True}, 8, None),
         ("u.trained_betas=[0.1,0.2],custom", U, {"trained_betas": [0.1, 0.2], "beta_schedule": "custom"}, 8, None),
-        ('u.trained_betas=["a"]', U, {"trained_betas": ["a"]}, 8, None),
+        ('u.trained_betas=["a"]', U, {"trained_betas": ["a"]}, 8, "trained_betas: expected null or a list of numbers"),
         ("u.native,T=1e6", U, {"num_train_timesteps": 1000000, "_native": True}, 4, None),
         ("u.final_sigmas_type=sigma_min", U, {"final_sigmas_type": "sigma_min"}, 8, 'final_sigmas_type: expected "zero"'),
         ("u.predict_x0=false", U, {"predict_x0": False}, 8, "predict_x0: expected true"),
@@ -245,9 +252,10 @@ def probes():
         ("u.unknown key", U, {"foo": 1}, 8, "unknown to stepmix; refusing to guess its effect"),
         ("u.karras,golden", K, {}, 8, None),
         ("u.karras,sigma_max=1e8", K, {"sigma_max": 1e8}, 8, "the schedule starts at sigma 0"),
-        ("u.karras,sigma_max=2e7,35 steps", K, {"sigma_max": 2e7}, 35, "float32 sigmas do not decrease"),
+        ("u.karras,sigma_max=2e7,35 steps", K, {"sigma_max": 2e7}, 35, "have the same float32 log-SNR"),
         # Distinct float32 sigmas whose float32 log-SNRs, as Diffusers computes them, coincide.
-        ("u.karras,sigmas 3e-7 apart", K, {"sigma_min": 4.590496429735455e-4, "sigma_max": 4.5904979082932905e-4}, 3, None),
+        ("u.karras,sigmas 3e-7 apart", K, {"sigma_min": 4.590496429735455e-4, "sigma_max": 4.5904979082932905e-4}, 3,
+         "have the same float32 log-SNR"),
         ("f.golden", F, {}, 8, None), ("f.N=1500", F, {}, 1500, None),
         ("f.stochastic_sampling=true", F, {"stochastic_sampling": True}, 8, None),
         ("f.t_list", F, dict(tl, stochastic_sampling=True), 2, None),
