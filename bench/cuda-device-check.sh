@@ -27,7 +27,12 @@
 #      the all-W8A8 schedule and the 35-step 720p Nano estimate;
 #  10. when at least 60 s are left: bench/cuda_vae_check.sh, the Wan2.2 VAE
 #      decode at 720p on the GPU against its PyTorch peer (its lines go to
-#      device-check.log; skipped without counting as a failure).
+#      device-check.log; skipped without counting as a failure);
+#  11. when at least 45 s are left: bench/cuda_sanitizer_check.sh,
+#      compute-sanitizer's memcheck over the CUDA tests that failed (before
+#      step 10 then) or a quick kernel set, and racecheck over the flash
+#      attention variants (their output appended to ctest.log; reported, not
+#      counted).
 # Everything goes to OUT_DIR (default bench/results/cuda-device/), at most 8
 # files: device-check.log (this run), build.log, ctest.log, generate.json,
 # stepmix.jsonl, torch.jsonl (kernels and forwards of each side), summary.txt,
@@ -198,6 +203,22 @@ dependencies() {
   return 0
 }
 
+# Optional, when at least 45 s are left: bench/cuda_sanitizer_check.sh
+# (memcheck over the failed CUDA tests or a quick kernel set, then racecheck
+# over the flash attention variants), its output appended to ctest.log; what
+# it finds is reported, not counted.
+sanitizer_step() {  # out
+  local left=$((deadline - SECONDS - 5))
+  ((left > 150)) && left=150
+  if ((left < 40)); then
+    echo
+    echo "######## compute-sanitizer: not run ($((deadline - SECONDS)) s left; it is optional)"
+    return 0
+  fi
+  step "$left" "compute-sanitizer (memcheck, racecheck)" bash "$here/cuda_sanitizer_check.sh" "$build" "$1/ctest.log" \
+    "$((left - 10))" || echo "compute-sanitizer step reported errors or failed (optional: not counted; see ctest.log)"
+}
+
 configure_args=()
 configure_arguments() {
   # Video (FFmpeg) where the machine has it: nothing here writes MP4, and its
@@ -234,8 +255,12 @@ main() {
     echo "== no GPU: stopping after the build ($(sed -n 's/.*"reason": "\([^"]*\)".*/\1/p' <<<"$device"))"
     return 3
   fi
+  # A list left by an earlier run in this build folder would send the
+  # sanitizer step to tests that passed this time.
+  rm -f "$build/Testing/Temporary/LastTestsFailed.log"
+  local tests_failed=0
   step 120 "ctest -L cuda" bash -c 'cd "$1" && ctest -L "^cuda\$" -j 8 --output-on-failure --timeout 100 >"$2/ctest.log" 2>&1; rc=$?; tail -25 "$2/ctest.log"; exit $rc' _ "$build" "$out" ||
-    status=1
+    { status=1; tests_failed=1; }
   step 60 "generate on both devices" env CUDA_CHECK_PEER_LD_LIBRARY_PATH="$system_ld_library_path" bash "$here/cuda_generate_check.sh" "$build/stepmix" "$root/models/fashion-cosmos3-fp8" "$out/generate.json" ||
     status=1
   # The forward first: kernel timings exist without it, the Nano estimate not.
@@ -252,6 +277,8 @@ main() {
   reserve=0
   step 20 "summary" env LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_summary.py" "$2/stepmix.jsonl" "$2/torch.jsonl" "$2/summary.json" | tee "$2/summary.txt"' _ "$here" "$out" ||
     status=1
+  # The diagnosis comes before the VAE timing when a CUDA test failed.
+  ((tests_failed)) && sanitizer_step "$out"
   if ((deadline - SECONDS >= 60)); then
     # Optional: a failure or timeout here is reported, not counted.
     step 120 "VAE decode (stepmix and PyTorch)" env PYTHONUNBUFFERED=1 \
@@ -261,6 +288,7 @@ main() {
     echo
     echo "######## VAE decode (stepmix and PyTorch): not run ($((deadline - SECONDS)) s left; it is optional)"
   fi
+  ((tests_failed)) || sanitizer_step "$out"
   grep -q '"pass": false' "$out/stepmix.jsonl" 2>/dev/null && { echo "a bench_cuda spot check FAILED"; status=1; }
   ((failed)) && status=1
   echo
@@ -270,7 +298,7 @@ main() {
 
 case "${1:-}" in
   --prepare) prepare; exit $? ;;
-  -h | --help) sed -n '2,42p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,48p' "$0"; exit 0 ;;
 esac
 out="${1:-$root/bench/results/cuda-device}"
 mkdir -p "$out" || exit 1
