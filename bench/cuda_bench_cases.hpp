@@ -46,4 +46,18 @@ inline void run_case(const std::string& fields, const std::function<void()>& bod
   }
 }
 
+// A case of something the run measures without depending on it (cuDNN's
+// attention, which a machine may lack): its failure is printed like
+// run_case's, with "optional": true, and not counted.
+inline void run_optional_case(const std::string& fields, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    std::printf("{\"impl\": \"stepmix\", %s, \"optional\": true, \"error\": %s}\n", fields.c_str(),
+                json_quoted(e.what()).c_str());
+    std::fflush(stdout);
+    std::fprintf(stderr, "optional case failed (%s): %s\n", fields.c_str(), e.what());
+  }
+}
+
 }  // namespace stepmix::bench

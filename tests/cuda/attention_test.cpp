@@ -1,7 +1,8 @@
 // CUDA attention: the plain reference kernel against the CPU reference
 // (attention_bf16_reference), and both flash variants against the reference
 // kernel and float64, on ragged sizes, GQA, causal (understanding stream) and
-// non-causal over [understanding; generation] keys (generation stream).
+// non-causal over [understanding; generation] keys (generation stream);
+// cuDNN's fused attention, where it runs, against the same bounds.
 //
 // Bounds. The reference kernel performs the CPU reference's operations in
 // its order; only exp can differ (float64 rounded to float32 against glibc's
@@ -15,6 +16,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "attention_cases.hpp"
@@ -80,6 +82,23 @@ TEST_P(CudaAttention, FlashVariantsAgreeWithTheReferenceAndFloat64) {
 // boundary: 2^-8·max|v| allows a few such steps, while a layout the
 // emulation got wrong would be off by about max|v|. The share of identical
 // outputs is printed.
+// cuDNN's fused attention, where this machine runs it (a GPU and cuDNN
+// 9.13.1 or newer; the CPU build skips), held to the flash kernel's bounds on
+// the non-causal problems, the only ones it takes.
+TEST_P(CudaAttention, CudnnAttentionMeetsTheFlashBoundsWhereCudnnRuns) {
+  const AttentionProblem p = problem();
+  if (p.causal) GTEST_SKIP() << "cuDNN attention: non-causal problems only";
+  std::string why;
+  if (!cuda::attention_cudnn_available(&why)) GTEST_SKIP() << why;
+  const AttentionOperands o = make_attention_operands(p);
+  const std::vector<uint16_t> cudnn =
+      run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
+        cuda::attention_cudnn_bf16(p, q, k, v, out, nullptr);
+      });
+  expect_flash_bounds(cudnn, reference_kernel(p, o), attention_float64(p, widened(o.q), widened(o.k), widened(o.v)),
+                      o.max_v, "cudnn sdpa");
+}
+
 TEST_P(CudaAttention, FlashOnTheGpuMatchesItsCpuEmulation) {
   const AttentionProblem p = problem();
   if (!cuda::attention_flash_supported(p)) GTEST_SKIP() << "flash kernel: head_dim 64 or 128 only";

@@ -1,43 +1,30 @@
 // cuBLASLt opened with dlopen at first use (cublaslt_library.hpp says why).
 #include "kernels/cuda/cublaslt_library.hpp"
 
-#include <dlfcn.h>
-
 #include <memory>
 #include <mutex>
 
-#include "stepmix/error.hpp"
+#include "kernels/cuda/dynamic_library.hpp"
 
 namespace stepmix::cuda::detail {
 
 CublasLtLibrary open_cublaslt(const std::vector<std::string>& candidates) {
-  std::string tried;
-  for (const std::string& candidate : candidates) {
-    dlerror();
-    // RTLD_LOCAL: its symbols stay out of the global namespace, as a linked
-    // library's would not; the handle is never closed (the library's own
-    // threads and static state live as long as the process).
-    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      const char* why = dlerror();
-      tried += "; " + (why ? std::string(why) : candidate + ": dlopen failed");  // dlerror names the file
-      continue;
-    }
-    CublasLtLibrary library;
-    library.path = candidate;
-    std::string missing;
-#define STEPMIX_CUBLASLT_RESOLVE(name)                                           \
-  library.name = reinterpret_cast<decltype(library.name)>(dlsym(handle, #name)); \
+  CublasLtLibrary library;
+  const std::string path = open_first_library(
+      candidates,
+      [&library](const SymbolLookup& lookup) {
+        library = {};
+        std::string missing;
+#define STEPMIX_CUBLASLT_RESOLVE(name)                                       \
+  library.name = reinterpret_cast<decltype(library.name)>(lookup(#name)); \
   if (!library.name) missing += std::string(missing.empty() ? "" : ", ") + #name;
-    STEPMIX_CUBLASLT_ENTRY_POINTS(STEPMIX_CUBLASLT_RESOLVE)
+        STEPMIX_CUBLASLT_ENTRY_POINTS(STEPMIX_CUBLASLT_RESOLVE)
 #undef STEPMIX_CUBLASLT_RESOLVE
-    if (missing.empty()) return library;
-    dlclose(handle);
-    tried += "; " + candidate + ": lacks " + missing;
-  }
-  throw Error("cuda", "cuBLASLt: no usable library (" +
-                          (tried.empty() ? std::string("no candidates") : tried.substr(2)) +
-                          "); install the CUDA toolkit's cuBLAS, or put its folder on LD_LIBRARY_PATH");
+        return missing;
+      },
+      "cuBLASLt", "install the CUDA toolkit's cuBLAS, or put its folder on LD_LIBRARY_PATH");
+  library.path = path;
+  return library;
 }
 
 const CublasLtLibrary& cublaslt() {

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kernels/cuda/cuda_device.hpp"
 #include "kernels/linear_kernels.hpp"
@@ -150,6 +151,17 @@ void attention_flash_bf16(const AttentionProblem& problem, const uint16_t* q, co
 // operands, output rounded once). Any head_dim up to 256. Slow.
 void attention_reference_bf16(const AttentionProblem& problem, const uint16_t* q, const uint16_t* k,
                               const uint16_t* v, uint16_t* out, StreamHandle stream);
+// cuDNN's fused attention (its SDPA forward operation, cuDNN 9.13.1 or
+// newer), measured beside the flash kernel and tested against the reference
+// kernel like it; attention_bf16 does not use it. Non-causal problems only,
+// head_dim a multiple of 8 up to 256. cuDNN is opened with dlopen at the
+// first call (attention_cudnn.cpp); a build without cuDNN's headers, a
+// missing or older library, or a shape no engine takes throws Error("cuda",
+// "attention_cudnn_bf16: ...") naming the cuDNN call and its status.
+// attention_cudnn_available says beforehand whether it can run, and why not.
+bool attention_cudnn_available(std::string* why = nullptr);
+void attention_cudnn_bf16(const AttentionProblem& problem, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                          uint16_t* out, StreamHandle stream);
 // Flash when attention_flash_supported, else the reference kernel.
 void attention_bf16(const AttentionProblem& problem, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                     uint16_t* out, StreamHandle stream);

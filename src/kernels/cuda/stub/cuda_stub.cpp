@@ -114,6 +114,14 @@ void attention_reference_bf16(const AttentionProblem&, const uint16_t*, const ui
                               StreamHandle) {
   without_cuda("attention_reference_bf16");
 }
+bool attention_cudnn_available(std::string* why) {
+  if (why) *why = std::string("attention_cudnn_bf16: ") + kWithoutCuda;
+  return false;
+}
+void attention_cudnn_bf16(const AttentionProblem&, const uint16_t*, const uint16_t*, const uint16_t*, uint16_t*,
+                          StreamHandle) {
+  without_cuda("attention_cudnn_bf16");
+}
 void attention_bf16(const AttentionProblem&, const uint16_t*, const uint16_t*, const uint16_t*, uint16_t*,
                     StreamHandle) {
   without_cuda("attention_bf16");

@@ -1,0 +1,47 @@
+// cuDNN opened with dlopen at first use (cudnn_library.hpp says why).
+#include "kernels/cuda/cudnn_library.hpp"
+
+#include <memory>
+#include <mutex>
+
+#include "kernels/cuda/dynamic_library.hpp"
+
+namespace stepmix::cuda::detail {
+
+CudnnLibrary open_cudnn(const std::vector<std::string>& candidates) {
+  CudnnLibrary library;
+  const std::string path = open_first_library(
+      candidates,
+      [&library](const SymbolLookup& lookup) {
+        library = {};
+        std::string missing;
+#define STEPMIX_CUDNN_RESOLVE(name)                                           \
+  library.name = reinterpret_cast<decltype(library.name)>(lookup(#name)); \
+  if (!library.name) missing += std::string(missing.empty() ? "" : ", ") + #name;
+        STEPMIX_CUDNN_ENTRY_POINTS(STEPMIX_CUDNN_RESOLVE)
+#undef STEPMIX_CUDNN_RESOLVE
+        return missing;
+      },
+      "cuDNN",
+      "install cuDNN " + std::to_string(CUDNN_MAJOR) +
+          " (the CUDA toolkit's, or the one a CUDA build of PyTorch carries), or put its folder on LD_LIBRARY_PATH");
+  library.path = path;
+  return library;
+}
+
+const CudnnLibrary& cudnn() {
+  static std::mutex mutex;
+  static std::unique_ptr<const CudnnLibrary> library;
+  std::lock_guard lock(mutex);
+  if (!library) {
+    const std::string soname = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
+    std::vector<std::string> candidates{soname};
+#ifdef STEPMIX_CUDNN_LIBRARY_DIR
+    candidates.push_back(std::string(STEPMIX_CUDNN_LIBRARY_DIR) + "/" + soname);
+#endif
+    library = std::make_unique<const CudnnLibrary>(open_cudnn(candidates));
+  }
+  return *library;
+}
+
+}  // namespace stepmix::cuda::detail
