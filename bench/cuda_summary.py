@@ -197,6 +197,29 @@ def forward_section(ours, peer, lines, summary):
                            "published_s": PUBLISHED_S, "layers": NANO_LAYERS}
     summary["targets"].append({"target": "full 35-step Nano generation estimate <= 150 s", "value": mixed_ms / 1000,
                                "met": mixed_ms / 1000 <= 150})
+    cudnn_attention_estimate(ours, big, s8, mixed_ms, torch_dense, lines, section)
+
+
+def cudnn_attention_estimate(ours, tokens, s8, mixed_ms, torch_dense, lines, section):
+    """The W8A8 forward and the 35-step estimate with cuDNN's attention in place of the flash kernel.
+
+    Derived, not measured: each layer of a forward runs one generation-stream
+    attention, bench_cuda's problem (the vision rows over 300 + vision keys),
+    so a forward saves the layers times (flash - cuDNN) of bench_cuda's
+    timings; the flash variant is the one attention_bf16 runs.
+    """
+    flash = pick(ours, bench="attention", variant="flash 16 rows/warp", causal=False)
+    cudnn = pick(ours, bench="attention", variant="cudnn sdpa", causal=False)
+    if not (flash and cudnn and flash.get("q_rows") == tokens and cudnn.get("q_rows") == tokens):
+        return
+    saved = NANO_LAYERS * (flash["ms"] - cudnn["ms"])
+    forward, mixed_s = s8 - saved, (mixed_ms - 70 * saved) / 1000
+    lines.append("  with cuDNN's attention in place of the flash kernel (derived from bench_cuda's attention, not"
+                 " measured: %.0f ms %s per forward): W8A8 forward %.0f ms (%sx the PyTorch bf16 peer), stepmix"
+                 " mixed %.1f s" % (abs(saved), "less" if saved >= 0 else "more", forward,
+                                    fmt(ratio(torch_dense, forward), 4, 2).strip(), mixed_s))
+    section["estimate"]["with_cudnn_attention"] = {"saved_ms_per_forward": saved, "w8a8_forward_ms": forward,
+                                                   "stepmix_mixed_s": mixed_s, "derived": True}
 
 
 def cfg_step_section(ours, lines, summary):

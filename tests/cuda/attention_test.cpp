@@ -136,6 +136,25 @@ TEST_P(CudaAttention, DispatchUsesFlashWhereSupportedAndTheReferenceElsewhere) {
   EXPECT_EQ(chosen, flash);
 }
 
+// With STEPMIX_CUDA_ATTENTION=cudnn, where cuDNN runs, the non-causal
+// problems are cuDNN's: attention_bf16 gives attention_cudnn_bf16's output.
+TEST_P(CudaAttention, DispatchGivesNonCausalProblemsToCudnnWhenAsked) {
+  const AttentionProblem p = problem();
+  if (p.causal) GTEST_SKIP() << "causal problems stay with the flash kernel";
+  std::string why;
+  if (!cuda::attention_cudnn_available(&why)) GTEST_SKIP() << why;
+  const AttentionOperands o = make_attention_operands(p);
+  ::setenv("STEPMIX_CUDA_ATTENTION", "cudnn", 1);
+  const std::vector<uint16_t> chosen =
+      run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
+        cuda::attention_bf16(p, q, k, v, out, nullptr);
+      });
+  ::unsetenv("STEPMIX_CUDA_ATTENTION");
+  EXPECT_EQ(chosen, run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
+              cuda::attention_cudnn_bf16(p, q, k, v, out, nullptr);
+            }));
+}
+
 INSTANTIATE_TEST_SUITE_P(RaggedShapes, CudaAttention, ::testing::ValuesIn(ragged_attention_cases()),
                          attention_case_name);
 
@@ -149,6 +168,33 @@ TEST_F(CudaAttentionArguments, FlashRefusesHeadDimsItHasNoKernelFor) {
                                buffer.as<uint16_t>(), nullptr);
   });
   EXPECT_TRUE(contains(error, "[cuda] attention_flash_bf16: head_dim must be 64 or 128, got 32"));
+}
+
+// STEPMIX_CUDA_ATTENTION: unset, empty or "flash" keeps the flash kernel,
+// "cudnn" gives cuDNN the non-causal problems (causal ones stay with the
+// flash kernel), anything else is refused naming the variable.
+TEST_F(CudaAttentionArguments, TheAttentionVariableTakesFlashOrCudnnAndNothingElse) {
+  ::unsetenv("STEPMIX_CUDA_ATTENTION");
+  EXPECT_FALSE(cuda::cudnn_attention_requested());
+  ::setenv("STEPMIX_CUDA_ATTENTION", "flash", 1);
+  EXPECT_FALSE(cuda::cudnn_attention_requested());
+  ::setenv("STEPMIX_CUDA_ATTENTION", "cudnn", 1);
+  EXPECT_TRUE(cuda::cudnn_attention_requested());
+  // A causal problem never asks cuDNN (the CPU build would say it has none).
+  const AttentionProblem causal{5, 5, 4, 2, 64, true};
+  const AttentionOperands o = make_attention_operands(causal);
+  const std::vector<uint16_t> chosen =
+      run_on_device(causal, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
+        cuda::attention_bf16(p, q, k, v, out, nullptr);
+      });
+  ::unsetenv("STEPMIX_CUDA_ATTENTION");
+  EXPECT_EQ(chosen, run_on_device(causal, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
+              cuda::attention_flash_bf16(p, q, k, v, out, nullptr, cuda::FlashVariant::Auto);
+            }));
+  ::setenv("STEPMIX_CUDA_ATTENTION", "cuDNN", 1);
+  const std::string error = error_of([] { cuda::cudnn_attention_requested(); });
+  ::unsetenv("STEPMIX_CUDA_ATTENTION");
+  EXPECT_TRUE(contains(error, "[cuda] STEPMIX_CUDA_ATTENTION=cuDNN: expected flash (the default) or cudnn")) << error;
 }
 
 }  // namespace

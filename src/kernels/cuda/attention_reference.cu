@@ -3,6 +3,9 @@
 // dispatch between the two.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/cuda/attention_reference_kernel.cuh"
@@ -40,8 +43,19 @@ void attention_reference_bf16(const AttentionProblem& p, const uint16_t* q, cons
                 int(p.head_dim), p.causal);
 }
 
+bool cudnn_attention_requested() {
+  const char* value = std::getenv("STEPMIX_CUDA_ATTENTION");
+  if (!value || std::string(value).empty() || std::string(value) == "flash") return false;
+  if (std::string(value) == "cudnn") return true;
+  throw Error("cuda", std::string("STEPMIX_CUDA_ATTENTION=") + value + ": expected flash (the default) or cudnn");
+}
+
 void attention_bf16(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                     uint16_t* out, StreamHandle stream) {
+  if (!p.causal && cudnn_attention_requested()) {
+    attention_cudnn_bf16(p, q, k, v, out, stream);
+    return;
+  }
   // By head size alone: an operand off 16 bytes is refused by the flash
   // kernel, rather than sent to the one-thread-per-row reference, which would
   // take hours at 44k tokens.

@@ -162,7 +162,13 @@ void attention_reference_bf16(const AttentionProblem& problem, const uint16_t* q
 bool attention_cudnn_available(std::string* why = nullptr);
 void attention_cudnn_bf16(const AttentionProblem& problem, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                           uint16_t* out, StreamHandle stream);
-// Flash when attention_flash_supported, else the reference kernel.
+// STEPMIX_CUDA_ATTENTION=cudnn (read at each call; "flash" or unset is the
+// default, another value an Error naming it): whether attention_bf16 gives
+// its non-causal problems to cuDNN's attention, to measure a whole forward
+// with it.
+bool cudnn_attention_requested();
+// Flash when attention_flash_supported, else the reference kernel; cuDNN's
+// for non-causal problems when cudnn_attention_requested().
 void attention_bf16(const AttentionProblem& problem, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                     uint16_t* out, StreamHandle stream);
 

@@ -122,6 +122,7 @@ void attention_cudnn_bf16(const AttentionProblem&, const uint16_t*, const uint16
                           StreamHandle) {
   without_cuda("attention_cudnn_bf16");
 }
+bool cudnn_attention_requested() { without_cuda("cudnn_attention_requested"); }
 void attention_bf16(const AttentionProblem&, const uint16_t*, const uint16_t*, const uint16_t*, uint16_t*,
                     StreamHandle) {
   without_cuda("attention_bf16");

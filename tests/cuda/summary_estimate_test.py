@@ -1,0 +1,73 @@
+"""bench/cuda_summary.py at the full 720p size on synthetic records: the
+Nano-shaped forward fitted to 36 layers, the 35-step schedule, the estimate,
+and the estimate with cuDNN's attention in place of the flash kernel
+(derived from bench_cuda's attention timings), checked against the same
+arithmetic done here; and no cuDNN line when its case failed.
+Usage: summary_estimate_test.py BENCH_DIR"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+bench_dir = sys.argv[1]
+TOKENS, LAYERS = 44160, 36
+
+
+def forward(impl, mode, layers, fixed, per_layer):
+    return {"impl": impl, "bench": "forward", "mode": mode, "layers": layers, "tokens": TOKENS,
+            "ms": fixed + per_layer * layers, "prefill_ms": 1.0 + 0.5 * layers}
+
+
+def records(cudnn_error=False):
+    ours = [{"impl": "stepmix", "bench": "forward_info", "hidden": 4096, "ffn": 12288, "heads": 32, "kv_heads": 8,
+             "head_dim": 128},
+            {"impl": "stepmix", "bench": "loop_step", "tokens": TOKENS, "ms": 2.0},
+            {"impl": "stepmix", "bench": "attention", "variant": "flash 16 rows/warp", "q_rows": TOKENS,
+             "kv_rows": TOKENS + 300, "causal": False, "ms": 100.0, "tflops": 300.0}]
+    cudnn = {"impl": "stepmix", "bench": "attention", "variant": "cudnn sdpa", "q_rows": TOKENS,
+             "kv_rows": TOKENS + 300, "causal": False}
+    cudnn.update({"optional": True, "error": "no engine"} if cudnn_error else {"ms": 60.0, "tflops": 500.0})
+    ours.append(cudnn)
+    peer = [{"impl": "torch", "bench": "attention", "variant": "SDPA default", "q_rows": TOKENS,
+             "kv_rows": TOKENS + 300, "causal": False, "ms": 80.0, "tflops": 375.0}]
+    for layers in (1, 4):
+        ours += [forward("stepmix", "dense", layers, 12.0, 70.0), forward("stepmix", "w8a16", layers, 11.0, 60.0),
+                 forward("stepmix", "w8a8", layers, 10.0, 50.0)]
+        peer += [forward("torch", "dense", layers, 20.0, 60.0), forward("torch", "w8a16", layers, 21.0, 75.0),
+                 forward("torch", "w8a8", layers, 22.0, 55.0)]
+    return ours, peer
+
+
+def summarize(ours, peer, tmp):
+    paths = [os.path.join(tmp, name) for name in ("stepmix.jsonl", "torch.jsonl", "summary.json")]
+    for path, rs in zip(paths, (ours, peer)):
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rs))
+    text = subprocess.run([sys.executable, os.path.join(bench_dir, "cuda_summary.py")] + paths, check=True,
+                          capture_output=True, text=True).stdout
+    return text, json.load(open(paths[2]))
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    text, summary = summarize(*records(), tmp)
+    s8, s16, torch_dense = 10 + 50 * LAYERS, 11 + 60 * LAYERS, 20 + 60 * LAYERS
+    prefill = 1.0 + 0.5 * LAYERS
+    mixed_ms = 6 * (2 * s16 + 2.0) + 29 * (2 * s8 + 2.0) + 2 * prefill
+    estimate = summary["forward"]["estimate"]
+    assert abs(estimate["stepmix_mixed_s"] - mixed_ms / 1000) < 1e-9, (estimate, mixed_ms)
+    derived = estimate["with_cudnn_attention"]
+    saved = LAYERS * (100.0 - 60.0)
+    assert derived["derived"] is True and abs(derived["saved_ms_per_forward"] - saved) < 1e-9, derived
+    assert abs(derived["w8a8_forward_ms"] - (s8 - saved)) < 1e-9, derived
+    assert abs(derived["stepmix_mixed_s"] - (mixed_ms - 70 * saved) / 1000) < 1e-9, derived
+    line = [l for l in text.splitlines() if "with cuDNN's attention in place of the flash kernel" in l]
+    want = "%.0f ms less per forward): W8A8 forward %.0f ms (%.2fx the PyTorch bf16 peer)" % (
+        saved, s8 - saved, torch_dense / (s8 - saved))
+    assert len(line) == 1 and want in line[0], (want, line, text)
+
+    text, summary = summarize(*records(cudnn_error=True), tmp)
+    assert "with_cudnn_attention" not in summary["forward"]["estimate"], summary["forward"]["estimate"]
+    assert "in place of the flash kernel" not in text, text
+    assert "attention cudnn sdpa >=" not in text, text  # a failed optional case is not judged
+print("ok: the full-size estimate, and with cuDNN's attention (derived)")
