@@ -1,9 +1,6 @@
 // cuBLASLt opened with dlopen at first use (cublaslt_library.hpp says why).
 #include "kernels/cuda/cublaslt_library.hpp"
 
-#include <memory>
-#include <mutex>
-
 #include "kernels/cuda/dynamic_library.hpp"
 
 namespace stepmix::cuda::detail {
@@ -28,20 +25,14 @@ CublasLtLibrary open_cublaslt(const std::vector<std::string>& candidates) {
 }
 
 const CublasLtLibrary& cublaslt() {
-  // A failed open is not kept: the next call tries the files again and
-  // throws again.
-  static std::mutex mutex;
-  static std::unique_ptr<const CublasLtLibrary> library;
-  std::lock_guard lock(mutex);
-  if (!library) {
-    const std::string soname = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
-    std::vector<std::string> candidates{soname};
 #ifdef STEPMIX_CUDA_LIBRARY_DIR
-    candidates.push_back(std::string(STEPMIX_CUDA_LIBRARY_DIR) + "/" + soname);
+  const char* folder = STEPMIX_CUDA_LIBRARY_DIR;
+#else
+  const char* folder = nullptr;
 #endif
-    library = std::make_unique<const CublasLtLibrary>(open_cublaslt(candidates));
-  }
-  return *library;
+  return open_once<CublasLtLibrary>([folder] {
+    return open_cublaslt(soname_then_folder("libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR), folder));
+  });
 }
 
 }  // namespace stepmix::cuda::detail

@@ -1,9 +1,6 @@
 // cuDNN opened with dlopen at first use (cudnn_library.hpp says why).
 #include "kernels/cuda/cudnn_library.hpp"
 
-#include <memory>
-#include <mutex>
-
 #include "kernels/cuda/dynamic_library.hpp"
 
 namespace stepmix::cuda::detail {
@@ -30,18 +27,14 @@ CudnnLibrary open_cudnn(const std::vector<std::string>& candidates) {
 }
 
 const CudnnLibrary& cudnn() {
-  static std::mutex mutex;
-  static std::unique_ptr<const CudnnLibrary> library;
-  std::lock_guard lock(mutex);
-  if (!library) {
-    const std::string soname = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
-    std::vector<std::string> candidates{soname};
 #ifdef STEPMIX_CUDNN_LIBRARY_DIR
-    candidates.push_back(std::string(STEPMIX_CUDNN_LIBRARY_DIR) + "/" + soname);
+  const char* folder = STEPMIX_CUDNN_LIBRARY_DIR;
+#else
+  const char* folder = nullptr;
 #endif
-    library = std::make_unique<const CudnnLibrary>(open_cudnn(candidates));
-  }
-  return *library;
+  return open_once<CudnnLibrary>([folder] {
+    return open_cudnn(soname_then_folder("libcudnn.so." + std::to_string(CUDNN_MAJOR), folder));
+  });
 }
 
 }  // namespace stepmix::cuda::detail

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,5 +22,25 @@ using SymbolLookup = std::function<void*(const char* name)>;
 std::string open_first_library(const std::vector<std::string>& candidates,
                                const std::function<std::string(const SymbolLookup&)>& resolve,
                                const std::string& what, const std::string& advice);
+
+// The table `open()` returns, made on the first call (thread-safe) and kept
+// for the life of the process. A failed open is not kept: the next call
+// tries the files again and throws again. One per Library type.
+template <class Library, class Open>
+const Library& open_once(Open open) {
+  static std::mutex mutex;
+  static std::unique_ptr<const Library> library;
+  std::lock_guard lock(mutex);
+  if (!library) library = std::make_unique<const Library>(open());
+  return *library;
+}
+
+// The soname `soname`, then the same file in `folder` when one is given (the
+// build's library folder): the candidates of a library the build knows.
+inline std::vector<std::string> soname_then_folder(const std::string& soname, const char* folder) {
+  std::vector<std::string> candidates{soname};
+  if (folder) candidates.push_back(std::string(folder) + "/" + soname);
+  return candidates;
+}
 
 }  // namespace stepmix::cuda::detail
