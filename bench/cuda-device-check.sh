@@ -23,7 +23,9 @@
 #      bench/cuda_peer_forward.py, at 44,160 and 1,024 vision tokens, dense /
 #      W8A16 / W8A8;
 #   8. bench_cuda (ceilings, Linear, attention) and its PyTorch peer
-#      bench/cuda_peer.py (python3 with torch) in the same run;
+#      bench/cuda_peer.py (python3 with torch) in the same run; then, on its
+#      own and optional, bench_cuda --cudnn-attention (cuDNN's fused
+#      attention at the same problem);
 #   9. bench/cuda_summary.py: the tables, ratios, targets, the mixed against
 #      the all-W8A8 schedule and the 35-step 720p Nano estimate;
 #  10. when at least 60 s are left: bench/cuda_vae_check.sh, the Wan2.2 VAE
@@ -287,6 +289,15 @@ main() {
     status=1
   step 90 "PyTorch peer" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_peer.py" --ceilings --linear --attention "${@:3}" | tee -a "$2/torch.jsonl"' _ "$here" "$out" "${quick[@]}" ||
     status=1
+  # cuDNN's attention on its own, optional: a failure or timeout (its first
+  # plan may compile kernels) is reported, not counted.
+  if ((deadline - reserve - SECONDS >= 20)); then
+    step 45 "cuDNN attention (optional)" bash -c 'set -o pipefail; "$1" --cudnn-attention "${@:3}" | tee -a "$2/stepmix.jsonl"' _ "$bench" "$out" "${quick[@]}" ||
+      echo "cuDNN attention step failed (optional: not counted)"
+  else
+    echo
+    echo "######## cuDNN attention (optional): not run ($((deadline - SECONDS)) s left)"
+  fi
   reserve=0
   step 20 "summary" env LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_summary.py" "$2/stepmix.jsonl" "$2/torch.jsonl" "$2/summary.json" | tee "$2/summary.txt"' _ "$here" "$out" ||
     status=1

@@ -82,23 +82,6 @@ TEST_P(CudaAttention, FlashVariantsAgreeWithTheReferenceAndFloat64) {
 // boundary: 2^-8·max|v| allows a few such steps, while a layout the
 // emulation got wrong would be off by about max|v|. The share of identical
 // outputs is printed.
-// cuDNN's fused attention, where this machine runs it (a GPU and cuDNN
-// 9.13.1 or newer; the CPU build skips), held to the flash kernel's bounds on
-// the non-causal problems, the only ones it takes.
-TEST_P(CudaAttention, CudnnAttentionMeetsTheFlashBoundsWhereCudnnRuns) {
-  const AttentionProblem p = problem();
-  if (p.causal) GTEST_SKIP() << "cuDNN attention: non-causal problems only";
-  std::string why;
-  if (!cuda::attention_cudnn_available(&why)) GTEST_SKIP() << why;
-  const AttentionOperands o = make_attention_operands(p);
-  const std::vector<uint16_t> cudnn =
-      run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
-        cuda::attention_cudnn_bf16(p, q, k, v, out, nullptr);
-      });
-  expect_flash_bounds(cudnn, reference_kernel(p, o), attention_float64(p, widened(o.q), widened(o.k), widened(o.v)),
-                      o.max_v, "cudnn sdpa");
-}
-
 TEST_P(CudaAttention, FlashOnTheGpuMatchesItsCpuEmulation) {
   const AttentionProblem p = problem();
   if (!cuda::attention_flash_supported(p)) GTEST_SKIP() << "flash kernel: head_dim 64 or 128 only";
@@ -136,13 +119,41 @@ TEST_P(CudaAttention, DispatchUsesFlashWhereSupportedAndTheReferenceElsewhere) {
   EXPECT_EQ(chosen, flash);
 }
 
-// With STEPMIX_CUDA_ATTENTION=cudnn, where cuDNN runs, the non-causal
-// problems are cuDNN's: attention_bf16 gives attention_cudnn_bf16's output.
-TEST_P(CudaAttention, DispatchGivesNonCausalProblemsToCudnnWhenAsked) {
-  const AttentionProblem p = problem();
-  if (p.causal) GTEST_SKIP() << "causal problems stay with the flash kernel";
-  std::string why;
-  if (!cuda::attention_cudnn_available(&why)) GTEST_SKIP() << why;
+INSTANTIATE_TEST_SUITE_P(RaggedShapes, CudaAttention, ::testing::ValuesIn(ragged_attention_cases()),
+                         attention_case_name);
+
+// cuDNN's fused attention, where this machine runs it (a GPU and cuDNN
+// 9.13.1 or newer; the CPU build skips): held to the flash kernel's bounds on
+// every non-causal ragged shape (the only problems it takes), and given them
+// by attention_bf16 under STEPMIX_CUDA_ATTENTION=cudnn. Two tests, not one
+// per shape: each test process pays cuDNN's start-up and its plans.
+class CudaCudnnAttention : public CudaTest {
+ protected:
+  void SetUp() override {
+    CudaTest::SetUp();
+    if (IsSkipped()) return;
+    std::string why;
+    if (!cuda::attention_cudnn_available(&why)) GTEST_SKIP() << why;
+  }
+};
+
+TEST_F(CudaCudnnAttention, EveryNonCausalShapeMeetsTheFlashBounds) {
+  for (const AttentionCase& c : ragged_attention_cases()) {
+    const AttentionProblem p = c.problem();
+    if (p.causal) continue;
+    const AttentionOperands o = make_attention_operands(p);
+    const std::vector<uint16_t> cudnn =
+        run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
+          cuda::attention_cudnn_bf16(p, q, k, v, out, nullptr);
+        });
+    expect_flash_bounds(cudnn, reference_kernel(p, o),
+                        attention_float64(p, widened(o.q), widened(o.k), widened(o.v)), o.max_v,
+                        "cudnn sdpa " + attention_case_name(::testing::TestParamInfo<AttentionCase>(c, 0)));
+  }
+}
+
+TEST_F(CudaCudnnAttention, TheSwitchGivesNonCausalProblemsToCudnn) {
+  const AttentionProblem p{33, 200, 16, 4, 128, false};
   const AttentionOperands o = make_attention_operands(p);
   ::setenv("STEPMIX_CUDA_ATTENTION", "cudnn", 1);
   const std::vector<uint16_t> chosen =
@@ -154,9 +165,6 @@ TEST_P(CudaAttention, DispatchGivesNonCausalProblemsToCudnnWhenAsked) {
               cuda::attention_cudnn_bf16(p, q, k, v, out, nullptr);
             }));
 }
-
-INSTANTIATE_TEST_SUITE_P(RaggedShapes, CudaAttention, ::testing::ValuesIn(ragged_attention_cases()),
-                         attention_case_name);
 
 class CudaAttentionArguments : public CudaTest {};
 

@@ -17,7 +17,7 @@ fail() {
   exit 1
 }
 
-"$bench" --info --ceilings --linear --attention --tiny --reps 1 >"$tmp/stepmix.jsonl" 2>"$tmp/err" ||
+"$bench" --info --ceilings --linear --attention --cudnn-attention --tiny --reps 1 >"$tmp/stepmix.jsonl" 2>"$tmp/err" ||
   fail "bench_cuda: $(cat "$tmp/err")"
 "$forward" --tiny --dir "$tmp/models" --layers 1,2 --tokens 16 --text 8 --reps 2 >>"$tmp/stepmix.jsonl" \
   2>"$tmp/err" || fail "bench_cuda_forward: $(cat "$tmp/err")"
