@@ -12,6 +12,7 @@
 // 300 tokens, which the flash kernel serves.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -40,12 +41,11 @@ constexpr const char* kFunction = "attention_cudnn_bf16";
 constexpr std::size_t kMinimumVersion = 91301;
 
 // "cuDNN <operation>: CUDNN_STATUS_...: <cuDNN's last message>".
+std::string status_text(const CudnnLibrary& library, cudnnStatus_t status);
+
 void check(const CudnnLibrary& library, cudnnStatus_t status, const std::string& operation) {
   if (status == CUDNN_STATUS_SUCCESS) return;
-  char detail[1024] = {0};
-  library.cudnnGetLastErrorString(detail, sizeof detail);
-  throw Error("cuda", std::string(kFunction) + ": cuDNN " + operation + ": " + library.cudnnGetErrorString(status) +
-                          (detail[0] ? std::string(": ") + detail : std::string()));
+  throw Error("cuda", std::string(kFunction) + ": cuDNN " + operation + ": " + status_text(library, status));
 }
 
 // One backend descriptor, destroyed with the object.
@@ -148,7 +148,49 @@ const CudnnLibrary& library_with_sdpa() {
   return library;
 }
 
-// A problem shape's plan, what it was made from, and its workspace.
+// "CUDNN_STATUS_...: <cuDNN's last message>".
+std::string status_text(const CudnnLibrary& library, cudnnStatus_t status) {
+  char detail[1024] = {0};
+  library.cudnnGetLastErrorString(detail, sizeof detail);
+  return library.cudnnGetErrorString(status) + (detail[0] ? std::string(": ") + detail : std::string());
+}
+
+// The engine configurations cuDNN's heuristics in `mode` rank for `graph`,
+// best first, into `configs`; false with `why` when it gives none.
+bool engine_configurations(const CudnnLibrary& library, const Descriptor& graph, cudnnBackendHeurMode_t mode,
+                           std::vector<Descriptor>& configs, std::string& why) {
+  Descriptor heuristics(library, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics");
+  heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, graph.address(),
+                 "operation graph");
+  heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "mode");
+  if (const cudnnStatus_t status = heuristics.try_finalize(); status != CUDNN_STATUS_SUCCESS) {
+    why = status_text(library, status);
+    return false;
+  }
+  int64_t count = 0;
+  check(library,
+        library.cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                         0, &count, nullptr),
+        "count engine configurations");
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    configs.emplace_back(library, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine configuration");
+    raw.push_back(configs.back().get());
+  }
+  int64_t returned = 0;
+  if (count > 0)
+    check(library,
+          library.cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &returned, raw.data()),
+          "get engine configurations");
+  while (int64_t(configs.size()) > std::max<int64_t>(returned, 0)) configs.pop_back();
+  if (configs.empty()) why = "no engine configuration";
+  return !configs.empty();
+}
+
+// A problem shape's plan, what it was made from, and its workspace. One
+// workspace per shape: callers that run one shape on two streams at once
+// (stepmix runs one stream per forward) would share it.
 struct Plan {
   std::vector<Descriptor> keep;  // the tensors, operation, graph and engine configuration of the plan
   std::unique_ptr<Descriptor> plan;
@@ -209,55 +251,38 @@ class CudnnAttention {
     graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_, "handle");
     graph.finalize();
 
-    // cuDNN's heuristics rank the engines; the first whose plan builds wins.
-    Descriptor heuristics(library, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics");
-    const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-    heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, graph.address(),
-                   "operation graph");
-    heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "mode");
-    heuristics.finalize();
-    int64_t count = 0;
-    check(library,
-          library.cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
-          "count engine configurations");
-    std::vector<Descriptor> configs;
-    std::vector<cudnnBackendDescriptor_t> raw;
-    for (int64_t i = 0; i < count; ++i) {
-      configs.emplace_back(library, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine configuration");
-      raw.push_back(configs.back().get());
-    }
-    int64_t returned = 0;
-    if (count > 0)
-      check(library,
-            library.cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &returned, raw.data()),
-            "get engine configurations");
-    std::string why = "cuDNN's heuristics returned no engine configuration";
-    for (int64_t i = 0; i < returned; ++i) {
-      auto candidate = std::make_unique<Descriptor>(library, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "plan");
-      candidate->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_, "handle");
-      candidate->set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[i],
-                     "engine configuration");
-      const cudnnStatus_t status = candidate->try_finalize();
-      if (status != CUDNN_STATUS_SUCCESS) {
-        char detail[512] = {0};
-        library.cudnnGetLastErrorString(detail, sizeof detail);
-        why = "no engine of " + std::to_string(returned) + " builds a plan (the last: " +
-              library.cudnnGetErrorString(status) + (detail[0] ? std::string(": ") + detail : std::string()) + ")";
+    // cuDNN's heuristics rank the engines, mode A and then the fallback
+    // list (as cuDNN's frontend asks); the first whose plan builds wins.
+    std::string why;
+    for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+      const char* mode_name = mode == CUDNN_HEUR_MODE_A ? "heuristics A" : "fallback heuristics";
+      std::vector<Descriptor> configs;
+      if (!engine_configurations(library, graph, mode, configs, why)) {
+        why = std::string(mode_name) + ": " + why;
         continue;
       }
-      int64_t workspace_bytes = 0, n = 0;
-      check(library,
-            library.cudnnBackendGetAttribute(candidate->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                             CUDNN_TYPE_INT64, 1, &n, &workspace_bytes),
-            "get workspace size");
-      plan.workspace = DeviceBuffer(std::size_t(workspace_bytes));
-      plan.plan = std::move(candidate);
-      plan.keep.push_back(std::move(op));
-      plan.keep.push_back(std::move(graph));
-      plan.keep.push_back(std::move(configs[std::size_t(i)]));
-      return plan;
+      for (Descriptor& config : configs) {
+        auto candidate = std::make_unique<Descriptor>(library, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "plan");
+        candidate->set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, config.address(),
+                       "engine configuration");
+        const cudnnStatus_t status = candidate->try_finalize();
+        if (status != CUDNN_STATUS_SUCCESS) {
+          why = std::string(mode_name) + ": no engine of " + std::to_string(configs.size()) +
+                " builds a plan (the last: " + status_text(library, status) + ")";
+          continue;
+        }
+        int64_t workspace_bytes = 0, n = 0;
+        check(library,
+              library.cudnnBackendGetAttribute(candidate->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                               CUDNN_TYPE_INT64, 1, &n, &workspace_bytes),
+              "get workspace size");
+        plan.workspace = DeviceBuffer(std::size_t(workspace_bytes));
+        plan.plan = std::move(candidate);
+        plan.keep.push_back(std::move(op));
+        plan.keep.push_back(std::move(graph));
+        plan.keep.push_back(std::move(config));
+        return plan;
+      }
     }
     throw Error("cuda", std::string(kFunction) + ": " + std::to_string(p.q_rows) + " x " +
                             std::to_string(p.kv_rows) + " rows, " + std::to_string(p.q_heads) + "/" +
@@ -277,6 +302,7 @@ namespace detail {
 
 void validate_cudnn_attention(const AttentionProblem& p) {
 #if CUDNN_VERSION >= 91301
+  if (p.q_rows == 0) return;  // as attention_cudnn_bf16: nothing to give cuDNN
   std::vector<Descriptor> tensors;
   sdpa_operation(library_with_sdpa(), p, tensors);
 #else
