@@ -35,29 +35,20 @@ inline int& failed_cases() {
 }
 
 // `fields`: the case's JSON fields, e.g. "\"bench\": \"linear\", \"mode\": \"W8A8\"".
-inline void run_case(const std::string& fields, const std::function<void()>& body) {
+// An optional case measures what the run does not depend on (cuDNN's
+// attention, which a machine may lack): its failure is printed with
+// "optional": true and not counted.
+inline void run_case(const std::string& fields, const std::function<void()>& body, bool optional = false) {
   try {
     body();
   } catch (const std::exception& e) {
-    ++failed_cases();
-    std::printf("{\"impl\": \"stepmix\", %s, \"error\": %s}\n", fields.c_str(), json_quoted(e.what()).c_str());
+    if (!optional) ++failed_cases();
+    std::printf("{\"impl\": \"stepmix\", %s%s, \"error\": %s}\n", fields.c_str(),
+                optional ? ", \"optional\": true" : "", json_quoted(e.what()).c_str());
     std::fflush(stdout);
-    std::fprintf(stderr, "case failed (%s): %s\n", fields.c_str(), e.what());
+    std::fprintf(stderr, "%scase failed (%s): %s\n", optional ? "optional " : "", fields.c_str(), e.what());
   }
 }
 
-// A case of something the run measures without depending on it (cuDNN's
-// attention, which a machine may lack): its failure is printed like
-// run_case's, with "optional": true, and not counted.
-inline void run_optional_case(const std::string& fields, const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const std::exception& e) {
-    std::printf("{\"impl\": \"stepmix\", %s, \"optional\": true, \"error\": %s}\n", fields.c_str(),
-                json_quoted(e.what()).c_str());
-    std::fflush(stdout);
-    std::fprintf(stderr, "optional case failed (%s): %s\n", fields.c_str(), e.what());
-  }
-}
 
 }  // namespace stepmix::bench

@@ -40,9 +40,14 @@ constexpr const char* kFunction = "attention_cudnn_bf16";
 
 constexpr std::size_t kMinimumVersion = 91301;
 
-// "cuDNN <operation>: CUDNN_STATUS_...: <cuDNN's last message>".
-std::string status_text(const CudnnLibrary& library, cudnnStatus_t status);
+// "CUDNN_STATUS_...: <cuDNN's last message>".
+std::string status_text(const CudnnLibrary& library, cudnnStatus_t status) {
+  char detail[1024] = {0};
+  library.cudnnGetLastErrorString(detail, sizeof detail);
+  return library.cudnnGetErrorString(status) + (detail[0] ? std::string(": ") + detail : std::string());
+}
 
+// "attention_cudnn_bf16: cuDNN <operation>: CUDNN_STATUS_...: <message>".
 void check(const CudnnLibrary& library, cudnnStatus_t status, const std::string& operation) {
   if (status == CUDNN_STATUS_SUCCESS) return;
   throw Error("cuda", std::string(kFunction) + ": cuDNN " + operation + ": " + status_text(library, status));
@@ -146,13 +151,6 @@ const CudnnLibrary& library_with_sdpa() {
                       std::to_string(version % 100) + " (" + library.path +
                       ") has no SDPA forward operation: it needs 9.13.1 or newer");
   return library;
-}
-
-// "CUDNN_STATUS_...: <cuDNN's last message>".
-std::string status_text(const CudnnLibrary& library, cudnnStatus_t status) {
-  char detail[1024] = {0};
-  library.cudnnGetLastErrorString(detail, sizeof detail);
-  return library.cudnnGetErrorString(status) + (detail[0] ? std::string(": ") + detail : std::string());
 }
 
 // The engine configurations cuDNN's heuristics in `mode` rank for `graph`,
@@ -294,6 +292,14 @@ class CudnnAttention {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, Plan> plans_;
 };
 
+#else
+
+// Headers older than the SDPA operation: what attention_cudnn_available says.
+std::string headers_too_old() {
+  return std::string(kFunction) + ": built against cuDNN " + std::to_string(CUDNN_MAJOR) + "." +
+         std::to_string(CUDNN_MINOR) + "'s headers, which have no SDPA forward operation (9.13.1 or newer)";
+}
+
 #endif  // CUDNN_VERSION >= 91301
 
 }  // namespace
@@ -306,9 +312,7 @@ void validate_cudnn_attention(const AttentionProblem& p) {
   std::vector<Descriptor> tensors;
   sdpa_operation(library_with_sdpa(), p, tensors);
 #else
-  std::string why;
-  attention_cudnn_available(&why);
-  throw Error("cuda", why);
+  throw Error("cuda", headers_too_old());
 #endif
 }
 
@@ -325,9 +329,7 @@ bool attention_cudnn_available(std::string* why) {
     return false;
   }
 #else
-  if (why)
-    *why = std::string(kFunction) + ": built against cuDNN " + std::to_string(CUDNN_MAJOR) + "." +
-           std::to_string(CUDNN_MINOR) + "'s headers, which have no SDPA forward operation (9.13.1 or newer)";
+  if (why) *why = headers_too_old();
   return false;
 #endif
 }
@@ -345,9 +347,7 @@ void attention_cudnn_bf16(const AttentionProblem& p, const uint16_t* q, const ui
 #if CUDNN_VERSION >= 91301
   CudnnAttention::instance().run(p, q, k, v, out, stream);
 #else
-  std::string why;
-  attention_cudnn_available(&why);
-  throw Error("cuda", why);
+  throw Error("cuda", headers_too_old());
 #endif
 }
 

@@ -44,10 +44,11 @@ void attention_reference_bf16(const AttentionProblem& p, const uint16_t* q, cons
 }
 
 bool cudnn_attention_requested() {
-  const char* value = std::getenv("STEPMIX_CUDA_ATTENTION");
-  if (!value || std::string(value).empty() || std::string(value) == "flash") return false;
-  if (std::string(value) == "cudnn") return true;
-  throw Error("cuda", std::string("STEPMIX_CUDA_ATTENTION=") + value + ": expected flash (the default) or cudnn");
+  const char* set = std::getenv("STEPMIX_CUDA_ATTENTION");
+  const std::string value = set ? set : "";
+  if (value.empty() || value == "flash") return false;
+  if (value == "cudnn") return true;
+  throw Error("cuda", "STEPMIX_CUDA_ATTENTION=" + value + ": expected flash (the default) or cudnn");
 }
 
 void attention_bf16(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,

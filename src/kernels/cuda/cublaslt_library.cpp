@@ -6,22 +6,12 @@
 namespace stepmix::cuda::detail {
 
 CublasLtLibrary open_cublaslt(const std::vector<std::string>& candidates) {
-  CublasLtLibrary library;
-  const std::string path = open_first_library(
+  return open_table<CublasLtLibrary>(
       candidates,
-      [&library](const SymbolLookup& lookup) {
-        library = {};
-        std::string missing;
-#define STEPMIX_CUBLASLT_RESOLVE(name)                                       \
-  library.name = reinterpret_cast<decltype(library.name)>(lookup(#name)); \
-  if (!library.name) missing += std::string(missing.empty() ? "" : ", ") + #name;
-        STEPMIX_CUBLASLT_ENTRY_POINTS(STEPMIX_CUBLASLT_RESOLVE)
-#undef STEPMIX_CUBLASLT_RESOLVE
-        return missing;
+      [](CublasLtLibrary& library, const SymbolLookup& lookup, std::string& missing) {
+        STEPMIX_CUBLASLT_ENTRY_POINTS(STEPMIX_LOOK_UP)
       },
       "cuBLASLt", "install the CUDA toolkit's cuBLAS, or put its folder on LD_LIBRARY_PATH");
-  library.path = path;
-  return library;
 }
 
 const CublasLtLibrary& cublaslt() {

@@ -153,7 +153,8 @@ void attention_reference_bf16(const AttentionProblem& problem, const uint16_t* q
                               const uint16_t* v, uint16_t* out, StreamHandle stream);
 // cuDNN's fused attention (its SDPA forward operation, cuDNN 9.13.1 or
 // newer), measured beside the flash kernel and tested against the reference
-// kernel like it; attention_bf16 does not use it. Non-causal problems only,
+// kernel like it; attention_bf16 uses it only when asked
+// (cudnn_attention_requested, below). Non-causal problems only,
 // head_dim a multiple of 8 up to 256. cuDNN is opened with dlopen at the
 // first call (attention_cudnn.cpp); a build without cuDNN's headers, a
 // missing or older library, or a shape no engine takes throws Error("cuda",

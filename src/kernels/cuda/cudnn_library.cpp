@@ -6,24 +6,14 @@
 namespace stepmix::cuda::detail {
 
 CudnnLibrary open_cudnn(const std::vector<std::string>& candidates) {
-  CudnnLibrary library;
-  const std::string path = open_first_library(
+  return open_table<CudnnLibrary>(
       candidates,
-      [&library](const SymbolLookup& lookup) {
-        library = {};
-        std::string missing;
-#define STEPMIX_CUDNN_RESOLVE(name)                                           \
-  library.name = reinterpret_cast<decltype(library.name)>(lookup(#name)); \
-  if (!library.name) missing += std::string(missing.empty() ? "" : ", ") + #name;
-        STEPMIX_CUDNN_ENTRY_POINTS(STEPMIX_CUDNN_RESOLVE)
-#undef STEPMIX_CUDNN_RESOLVE
-        return missing;
+      [](CudnnLibrary& library, const SymbolLookup& lookup, std::string& missing) {
+        STEPMIX_CUDNN_ENTRY_POINTS(STEPMIX_LOOK_UP)
       },
       "cuDNN",
       "install cuDNN " + std::to_string(CUDNN_MAJOR) +
           " (the CUDA toolkit's, or the one a CUDA build of PyTorch carries), or put its folder on LD_LIBRARY_PATH");
-  library.path = path;
-  return library;
 }
 
 const CudnnLibrary& cudnn() {

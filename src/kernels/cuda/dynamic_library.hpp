@@ -23,6 +23,34 @@ std::string open_first_library(const std::vector<std::string>& candidates,
                                const std::function<std::string(const SymbolLookup&)>& resolve,
                                const std::string& what, const std::string& advice);
 
+// A table of entry points (a struct with one member per function, named and
+// typed as the library's, and `path`) from the first of `candidates` that has
+// them all: resolve(library, lookup, missing) fills the members, adding the
+// name of each it cannot find to `missing` (STEPMIX_LOOK_UP does one).
+// Throws as open_first_library.
+template <class Library, class Resolve>
+Library open_table(const std::vector<std::string>& candidates, Resolve resolve, const std::string& what,
+                   const std::string& advice) {
+  Library library;
+  const std::string path = open_first_library(
+      candidates,
+      [&](const SymbolLookup& lookup) {
+        library = {};
+        std::string missing;
+        resolve(library, lookup, missing);
+        return missing;
+      },
+      what, advice);
+  library.path = path;
+  return library;
+}
+
+// In a resolve function of open_table: library.name = lookup("name"), or the
+// name added to `missing`.
+#define STEPMIX_LOOK_UP(name)                                               \
+  library.name = reinterpret_cast<decltype(library.name)>(lookup(#name)); \
+  if (!library.name) missing += std::string(missing.empty() ? "" : ", ") + #name;
+
 // The table `open()` returns, made on the first call (thread-safe) and kept
 // for the life of the process. A failed open is not kept: the next call
 // tries the files again and throws again. One per Library type.

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "stepmix/error.hpp"
+#include "common/error_of.hpp"
 
 namespace stepmix::test {
 namespace {
@@ -17,12 +17,7 @@ using cuda::detail::CublasLtLibrary;
 using cuda::detail::open_cublaslt;
 
 std::string failure_of(const std::vector<std::string>& candidates) {
-  try {
-    open_cublaslt(candidates);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return error_of([&] { open_cublaslt(candidates); });
 }
 
 TEST(CublasLtLibrary, TheToolkitsLibraryOpensWithEveryEntryPoint) {

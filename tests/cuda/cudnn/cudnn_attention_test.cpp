@@ -12,25 +12,15 @@
 #include <cstdint>
 #include <string>
 
+#include "common/error_of.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/cuda/cudnn_library.hpp"
-#include "stepmix/error.hpp"
 
 namespace stepmix::test {
 namespace {
 
 using cuda::detail::cudnn;
 using cuda::detail::CudnnLibrary;
-
-template <class Call>
-std::string failure_of(Call call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(CudnnLibrary, TheBuildsLibraryOpensWithEveryEntryPoint) {
   const CudnnLibrary& library = cudnn();
@@ -45,11 +35,11 @@ TEST(CudnnLibrary, TheBuildsLibraryOpensWithEveryEntryPoint) {
 
 TEST(CudnnLibrary, AMissingLibraryIsOneErrorNamingEveryFileTried) {
   const std::string message =
-      failure_of([] { cuda::detail::open_cudnn({"libstepmix-no-such-library.so.9", "/nonexistent/libcudnn.so.9"}); });
+      error_of([] { cuda::detail::open_cudnn({"libstepmix-no-such-library.so.9", "/nonexistent/libcudnn.so.9"}); });
   EXPECT_EQ(message.rfind("[cuda] cuDNN: no usable library (", 0), 0u) << message;
   EXPECT_NE(message.find("/nonexistent/libcudnn.so.9: cannot open shared object file"), std::string::npos) << message;
   EXPECT_NE(message.find("LD_LIBRARY_PATH"), std::string::npos) << message;
-  const std::string lacking = failure_of([] { cuda::detail::open_cudnn({"libz.so.1"}); });
+  const std::string lacking = error_of([] { cuda::detail::open_cudnn({"libz.so.1"}); });
   EXPECT_NE(lacking.find("libz.so.1: lacks cudnnGetVersion, cudnnGetErrorString,"), std::string::npos) << lacking;
 }
 
@@ -66,11 +56,11 @@ TEST(CudnnAttention, CudnnAcceptsTheSdpaOperationOfEveryProblemShape) {
 TEST(CudnnAttention, CausalProblemsAndOddHeadDimsAreRefusedBeforeCudnnIsCalled) {
   // Never dereferenced: the refusal comes first.
   auto* fake = reinterpret_cast<uint16_t*>(std::uintptr_t(4096));
-  const std::string causal = failure_of([&] {
+  const std::string causal = error_of([&] {
     cuda::attention_cudnn_bf16(AttentionProblem{8, 8, 4, 2, 128, true}, fake, fake, fake, fake, nullptr);
   });
   EXPECT_NE(causal.find("attention_cudnn_bf16: causal problems are the flash kernel's"), std::string::npos) << causal;
-  const std::string odd = failure_of([&] {
+  const std::string odd = error_of([&] {
     cuda::attention_cudnn_bf16(AttentionProblem{8, 8, 4, 2, 100, false}, fake, fake, fake, fake, nullptr);
   });
   EXPECT_NE(odd.find("head_dim must be a multiple of 8 up to 256, got 100"), std::string::npos) << odd;

@@ -1,17 +1,23 @@
-// cuDNN attention in a CUDA build that found no cuDNN headers
-// (src/kernels/cuda/CMakeLists.txt): it says so, and how to point the build
-// at them.
+// cuDNN attention where there is none, saying why: a CUDA build that found no
+// cuDNN headers (src/kernels/cuda/CMakeLists.txt; the default reason says how
+// to point the build at them), and the CPU build of the backend
+// (tests/CMakeLists.txt: cuDNN runs on a GPU only), which sets
+// STEPMIX_CUDNN_ABSENT to its own reason. The tests that need cuDNN skip with
+// it.
 #include <string>
 
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "stepmix/error.hpp"
 
+#ifndef STEPMIX_CUDNN_ABSENT
+#define STEPMIX_CUDNN_ABSENT \
+  "built without cuDNN's headers (configure with STEPMIX_CUDNN_ROOT set to a folder holding include/cudnn_graph.h)"
+#endif
+
 namespace stepmix::cuda {
 
 namespace {
-constexpr const char* kWithoutCudnn =
-    "attention_cudnn_bf16: built without cuDNN's headers (configure with STEPMIX_CUDNN_ROOT set to a folder "
-    "holding include/cudnn_graph.h)";
+constexpr const char* kWithoutCudnn = "attention_cudnn_bf16: " STEPMIX_CUDNN_ABSENT;
 }
 
 bool attention_cudnn_available(std::string* why) {
