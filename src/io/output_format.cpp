@@ -60,8 +60,10 @@ OutputFormat output_format_for(const std::string& path, const std::string& optio
   const OutputFormatInfo* known = nullptr;
   for (const OutputFormatInfo& info : kFormats)
     if (info.extension == extension) known = &info;
-  if (known && known->format == OutputFormat::Mp4 && !video_supported())
-    throw Error("output", where + ": " + kBuiltWithoutVideo + "; expected " + accepted_list(accepted));
+  if (known && known->format == OutputFormat::Mp4) {
+    const std::string unavailable = video_unavailable();
+    if (!unavailable.empty()) throw Error("output", where + ": " + unavailable + "; expected " + accepted_list(accepted));
+  }
   if (known && !known->implemented)
     throw Error("output", where + ": " + std::string(known->description) + " (" + extension +
                               ") is not written by this version of stepmix; expected " + accepted_list(accepted));

@@ -1,5 +1,6 @@
 // Video and image-sequence output, through Debian's FFmpeg libraries
-// (libavcodec, libavformat, libswscale): H.264 in MP4, yuv420p, constant
+// (libavcodec, libavformat, libswscale; opened at the first video,
+// io/ffmpeg_library.hpp): H.264 in MP4, yuv420p, constant
 // frame rate. Frames are streamed in one at a time (a long clip's pixels are
 // never held whole, only its compressed bytes) and finish() returns the MP4
 // file, for the caller to stage in its OutputSet (io/output_set.hpp).
@@ -78,10 +79,15 @@ Image8 resize_and_center_crop(const Image8& image, int width, int height);
 // PSNR in dB of two 8-bit images of the same size (infinity when equal).
 double psnr(const Image8& a, const Image8& b);
 
-// False in a build without FFmpeg's libraries (CMake STEPMIX_VIDEO=OFF, or
-// AUTO without them; io/video_stub.cpp): MP4 outputs are then refused up
-// front and every video operation throws kBuiltWithoutVideo.
-bool video_supported();
+// "" when video works here; otherwise why not: kBuiltWithoutVideo in a build
+// without FFmpeg's headers (CMake STEPMIX_VIDEO=OFF, or AUTO without them;
+// io/video_stub.cpp), or, since the libraries are opened at the first video
+// rather than linked (io/ffmpeg_library.hpp), which of them could not be
+// opened, each file tried and what to install. The first call opens them.
+// MP4 outputs are refused up front with this reason, and every video
+// operation throws it.
+std::string video_unavailable();
+inline bool video_supported() { return video_unavailable().empty(); }
 inline constexpr const char* kBuiltWithoutVideo =
     "this stepmix was built without video (FFmpeg's libavcodec, libavformat and libswscale); configure with "
     "-DSTEPMIX_VIDEO=ON and them installed";

@@ -24,6 +24,6 @@ int64_t Mp4Writer::frames() const { return 0; }
 VideoInfo probe_video(const std::string& path) { without_video(path); }
 Image8 read_video_frame(const std::string& path, int64_t) { without_video(path); }
 
-bool video_supported() { return false; }
+std::string video_unavailable() { return kBuiltWithoutVideo; }
 
 }  // namespace stepmix

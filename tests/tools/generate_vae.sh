@@ -3,7 +3,7 @@
 # 48-channel transformer beside the tiny Wan2.2 VAE): a video to MP4 and a
 # PNG frame folder in one run, the frames equal to `stepmix vae decode` of
 # the saved latent, an image to PNG, image-to-video from a PNG, --no-decode,
-# and one-line errors (exit 2, nothing written) for requests that cannot
+# FFmpeg loaded by MP4 runs only, and one-line errors (exit 2, nothing written) for requests that cannot
 # work. $1 = stepmix binary, $2 = tests/data.
 set -u
 source "$(dirname "$0")/lib.sh" "$@"
@@ -43,6 +43,16 @@ for case in "5 10.0" "3 10.0" "1 3.0"; do
 done
 expect_ok no-decode "latents: $tmp/only.safetensors" "${run[@]}" --frames 5 --fps 12 --no-decode --save-latents "$tmp/only.safetensors"
 cmp -s "$tmp/only.safetensors" "$tmp/latent.safetensors" || fail "no-decode: another latent than the decoding run's"
+
+# FFmpeg's libraries are opened at the first video (src/io/ffmpeg_library.hpp):
+# a run with PNG outputs never loads them, an MP4 run does (the loader's
+# LD_DEBUG=files lines name every library it maps).
+ffmpeg_loads() {
+  LD_DEBUG=files timeout "$STEPMIX_TEST_TIMEOUT" "$bin" "$@" 2>&1 >/dev/null | grep -c 'file=libavcodec\.so'
+}
+[[ $(ffmpeg_loads "${run[@]}" --frames 1 --out "$tmp/lazy.png") -eq 0 ]] || fail "lazy: a PNG run loaded libavcodec"
+[[ $(ffmpeg_loads "${run[@]}" --frames 5 --out "$tmp/lazy.mp4") -gt 0 ]] || fail "lazy: an MP4 run did not load libavcodec"
+[[ -s $tmp/lazy.mp4 && -s $tmp/lazy.png ]] || fail "lazy: the runs did not write their outputs"
 
 # ---------------------------------------------------------------- errors
 expect_rejected no-decode-out "--no-decode" "give --save-latents FILE instead of --out/--frames-dir" \

@@ -1,13 +1,18 @@
 // cuBLASLt opened with dlopen at first use (cublaslt_library.hpp says why).
 #include "kernels/cuda/cublaslt_library.hpp"
 
-#include "kernels/cuda/dynamic_library.hpp"
+#include "core/dynamic_library.hpp"
 
 namespace stepmix::cuda::detail {
 
+using ::stepmix::detail::open_once;
+using ::stepmix::detail::open_table;
+using ::stepmix::detail::soname_then_folder;
+using ::stepmix::detail::SymbolLookup;
+
 CublasLtLibrary open_cublaslt(const std::vector<std::string>& candidates) {
   return open_table<CublasLtLibrary>(
-      candidates,
+      "cuda", candidates,
       [](CublasLtLibrary& library, const SymbolLookup& lookup, std::string& missing) {
         STEPMIX_CUBLASLT_ENTRY_POINTS(STEPMIX_LOOK_UP)
       },

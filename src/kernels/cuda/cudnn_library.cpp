@@ -1,13 +1,18 @@
 // cuDNN opened with dlopen at first use (cudnn_library.hpp says why).
 #include "kernels/cuda/cudnn_library.hpp"
 
-#include "kernels/cuda/dynamic_library.hpp"
+#include "core/dynamic_library.hpp"
 
 namespace stepmix::cuda::detail {
 
+using ::stepmix::detail::open_once;
+using ::stepmix::detail::open_table;
+using ::stepmix::detail::soname_then_folder;
+using ::stepmix::detail::SymbolLookup;
+
 CudnnLibrary open_cudnn(const std::vector<std::string>& candidates) {
   return open_table<CudnnLibrary>(
-      candidates,
+      "cuda", candidates,
       [](CudnnLibrary& library, const SymbolLookup& lookup, std::string& missing) {
         STEPMIX_CUDNN_ENTRY_POINTS(STEPMIX_LOOK_UP)
       },

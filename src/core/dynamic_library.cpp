@@ -1,13 +1,13 @@
 // Libraries opened with dlopen at first use (dynamic_library.hpp).
-#include "kernels/cuda/dynamic_library.hpp"
+#include "core/dynamic_library.hpp"
 
 #include <dlfcn.h>
 
 #include "stepmix/error.hpp"
 
-namespace stepmix::cuda::detail {
+namespace stepmix::detail {
 
-std::string open_first_library(const std::vector<std::string>& candidates,
+std::string open_first_library(const std::string& component, const std::vector<std::string>& candidates,
                                const std::function<std::string(const SymbolLookup&)>& resolve,
                                const std::string& what, const std::string& advice) {
   std::string tried;
@@ -27,8 +27,8 @@ std::string open_first_library(const std::vector<std::string>& candidates,
     dlclose(handle);
     tried += "; " + candidate + ": lacks " + missing;
   }
-  throw Error("cuda", what + ": no usable library (" +
+  throw Error(component, what + ": no usable library (" +
                           (tried.empty() ? std::string("no candidates") : tried.substr(2)) + "); " + advice);
 }
 
-}  // namespace stepmix::cuda::detail
+}  // namespace stepmix::detail

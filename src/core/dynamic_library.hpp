@@ -1,5 +1,8 @@
-// Private to the CUDA backend: the libraries it opens with dlopen at first use
-// rather than links (cuBLASLt, cuDNN; cublaslt_library.hpp says why).
+// Libraries opened with dlopen at their first use rather than linked: what a
+// run may never need should cost nothing to start and should not have to be
+// installed for the rest to work. The CUDA backend opens cuBLASLt and cuDNN
+// this way (kernels/cuda/cublaslt_library.hpp says why), the video code
+// FFmpeg's libraries (io/ffmpeg_library.hpp).
 #pragma once
 
 #include <functional>
@@ -8,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace stepmix::cuda::detail {
+namespace stepmix::detail {
 
 // Looks one entry point up in the library being tried (dlsym); null when absent.
 using SymbolLookup = std::function<void*(const char* name)>;
@@ -17,9 +20,9 @@ using SymbolLookup = std::function<void*(const char* name)>;
 // loads and whose entry points `resolve` finds: resolve(lookup) looks each
 // one up, keeps it, and returns the names it could not find, comma-separated
 // ("" when it has them all). The library stays open for the life of the
-// process. Returns the candidate opened; throws Error("cuda", "<what>: no
+// process. Returns the candidate opened; throws Error(component, "<what>: no
 // usable library (<each file tried and why it failed>); <advice>").
-std::string open_first_library(const std::vector<std::string>& candidates,
+std::string open_first_library(const std::string& component, const std::vector<std::string>& candidates,
                                const std::function<std::string(const SymbolLookup&)>& resolve,
                                const std::string& what, const std::string& advice);
 
@@ -29,11 +32,11 @@ std::string open_first_library(const std::vector<std::string>& candidates,
 // name of each it cannot find to `missing` (STEPMIX_LOOK_UP does one).
 // Throws as open_first_library.
 template <class Library, class Resolve>
-Library open_table(const std::vector<std::string>& candidates, Resolve resolve, const std::string& what,
-                   const std::string& advice) {
+Library open_table(const std::string& component, const std::vector<std::string>& candidates, Resolve resolve,
+                   const std::string& what, const std::string& advice) {
   Library library;
   const std::string path = open_first_library(
-      candidates,
+      component, candidates,
       [&](const SymbolLookup& lookup) {
         library = {};
         std::string missing;
@@ -71,4 +74,4 @@ inline std::vector<std::string> soname_then_folder(const std::string& soname, co
   return candidates;
 }
 
-}  // namespace stepmix::cuda::detail
+}  // namespace stepmix::detail
