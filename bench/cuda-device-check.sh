@@ -11,8 +11,13 @@
 #      bench_vae;
 #   4. stop here, exit 3, when there is no usable GPU (all of the above is
 #      what a machine without one can check);
-#   5. ctest -L '^cuda$' (the CUDA tests, the golden trajectories on the GPU
-#      among them, and the --device CLI script);
+#   5. bench_cuda --cudnn-attention, on its own and optional: cuDNN's fused
+#      attention at the Nano generation problem, spot-checked against the
+#      reference kernel; attention_bf16 uses it by default where it can, and
+#      when it fails here the rest of the run is given
+#      STEPMIX_CUDA_ATTENTION=flash; then ctest -L '^cuda$' (the CUDA tests,
+#      the golden trajectories on the GPU among them, and the --device CLI
+#      script);
 #   6. bench/cuda_generate_check.sh: the embedded FP8 model generates 35
 #      steps through the CLI with --device cuda and --device cpu (bf16): the
 #      same trace, latents close; `stepmix bench --device cuda` (step times,
@@ -22,10 +27,8 @@
 #      written under the build folder) and its PyTorch eager peer
 #      bench/cuda_peer_forward.py, at 44,160 and 1,024 vision tokens, dense /
 #      W8A16 / W8A8;
-#   8. bench_cuda (ceilings, Linear, attention) and its PyTorch peer
-#      bench/cuda_peer.py (python3 with torch) in the same run; then, on its
-#      own and optional, bench_cuda --cudnn-attention (cuDNN's fused
-#      attention at the same problem);
+#   8. bench_cuda (ceilings, Linear, the flash kernel's attention) and its
+#      PyTorch peer bench/cuda_peer.py (python3 with torch) in the same run;
 #   9. bench/cuda_summary.py: the tables, ratios, targets, the mixed against
 #      the all-W8A8 schedule and the 35-step 720p Nano estimate;
 #  10. when at least 60 s are left: bench/cuda_vae_check.sh, the Wan2.2 VAE
@@ -206,6 +209,24 @@ dependencies() {
   return 0
 }
 
+# cuDNN's attention on its own, first, at the Nano generation problem and
+# spot-checked against the reference kernel (bench_cuda --cudnn-attention; a
+# first plan may compile kernels, hence a step of its own). attention_bf16
+# gives cuDNN the generation-stream problems by default where it can
+# (attention_cudnn_preferred), so every later step runs on it only when it
+# passed here; otherwise the rest of the run gets STEPMIX_CUDA_ATTENTION=flash.
+# Optional: its failure is reported, not counted.
+cudnn_step() {  # bench_cuda, out
+  step 45 "cuDNN attention (optional)" bash -c 'set -o pipefail; "$1" --cudnn-attention "${@:3}" | tee -a "$2/stepmix.jsonl"' _ "$1" "$2" "${quick[@]}" ||
+    echo "cuDNN attention step failed (optional: not counted)"
+  if grep -F '"what": "cudnn sdpa rows' "$2/stepmix.jsonl" | grep -qF '"pass": true'; then
+    echo "cuDNN's attention passed its spot check: the run keeps attention_bf16's default (auto)"
+  else
+    export STEPMIX_CUDA_ATTENTION=flash
+    echo "cuDNN's attention did not pass its spot check: STEPMIX_CUDA_ATTENTION=flash for the rest of the run"
+  fi
+}
+
 # Optional, when at least 45 s are left: bench/cuda_sanitizer_check.sh
 # (memcheck over the failed CUDA tests or a quick kernel set, then racecheck
 # over the flash attention variants), its output appended to ctest.log; what
@@ -273,6 +294,9 @@ main() {
   # A list left by an earlier run in this build folder would send the
   # sanitizer step to tests that passed this time.
   rm -f "$build/Testing/Temporary/LastTestsFailed.log"
+  : >"$out/stepmix.jsonl"
+  : >"$out/torch.jsonl"
+  cudnn_step "$bench" "$out"
   local tests_failed=0
   step 120 "ctest -L cuda" bash -c 'cd "$1" && ctest -L "^cuda\$" -j 8 --output-on-failure --timeout 100 >"$2/ctest.log" 2>&1; rc=$?; tail -25 "$2/ctest.log"; exit $rc' _ "$build" "$out" ||
     { status=1; tests_failed=1; }
@@ -281,23 +305,14 @@ main() {
   # The forward first: kernel timings exist without it, the Nano estimate not.
   local forward_tokens="44160,1024"
   [[ ${#quick[@]} -gt 0 ]] && forward_tokens="4096,1024"
-  step 150 "Nano-shaped forward (stepmix)" bash -c 'set -o pipefail; "$1" --dir "$2" --layers "1,$3" --tokens "$4" | tee "$5/stepmix.jsonl"' _ "$build/bench/bench_cuda_forward" "$build/nano-checkpoints" "$forward_layers" "$forward_tokens" "$out" ||
+  step 150 "Nano-shaped forward (stepmix)" bash -c 'set -o pipefail; "$1" --dir "$2" --layers "1,$3" --tokens "$4" | tee -a "$5/stepmix.jsonl"' _ "$build/bench/bench_cuda_forward" "$build/nano-checkpoints" "$forward_layers" "$forward_tokens" "$out" ||
     status=1
-  step 100 "Nano-shaped forward (PyTorch peer)" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_peer_forward.py" --layers "1,$2" --tokens "$3" | tee "$4/torch.jsonl"' _ "$here" "$forward_layers" "$forward_tokens" "$out" ||
+  step 100 "Nano-shaped forward (PyTorch peer)" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_peer_forward.py" --layers "1,$2" --tokens "$3" | tee -a "$4/torch.jsonl"' _ "$here" "$forward_layers" "$forward_tokens" "$out" ||
     status=1
   step 90 "bench_cuda" bash -c 'set -o pipefail; "$1" --info --ceilings --linear --attention "${@:3}" | tee -a "$2/stepmix.jsonl"' _ "$bench" "$out" "${quick[@]}" ||
     status=1
   step 90 "PyTorch peer" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_peer.py" --ceilings --linear --attention "${@:3}" | tee -a "$2/torch.jsonl"' _ "$here" "$out" "${quick[@]}" ||
     status=1
-  # cuDNN's attention on its own, optional: a failure or timeout (its first
-  # plan may compile kernels) is reported, not counted.
-  if ((deadline - reserve - SECONDS >= 20)); then
-    step 45 "cuDNN attention (optional)" bash -c 'set -o pipefail; "$1" --cudnn-attention "${@:3}" | tee -a "$2/stepmix.jsonl"' _ "$bench" "$out" "${quick[@]}" ||
-      echo "cuDNN attention step failed (optional: not counted)"
-  else
-    echo
-    echo "######## cuDNN attention (optional): not run ($((deadline - SECONDS)) s left)"
-  fi
   reserve=0
   step 20 "summary" env LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_summary.py" "$2/stepmix.jsonl" "$2/torch.jsonl" "$2/summary.json" | tee "$2/summary.txt"' _ "$here" "$out" ||
     status=1

@@ -167,12 +167,15 @@ void time_model(const Options& o, int64_t layers, const std::string& mode_name, 
     start = Clock::now();
     forward(cond);
     const double cold_ms = ms_since(start);
+    // The engine each layer's generation-stream attention ran on (the
+    // vision rows over the text and vision keys; cuda_summary.py reads it).
+    const AttentionProblem generation{tokens, o.text + tokens, shape.heads, shape.kv_heads, shape.head_dim, false};
     std::printf("{\"impl\": \"stepmix\", \"bench\": \"forward\", \"mode\": \"%s\", \"layers\": %lld, \"tokens\": %lld, "
                 "\"text\": %lld, \"ms\": %.3f, \"samples\": %s, \"prefill_ms\": %.3f, \"first_ms\": %.3f, "
-                "\"peak_device_bytes\": %zu, \"held_device_bytes\": %zu}\n",
+                "\"peak_device_bytes\": %zu, \"held_device_bytes\": %zu, \"attention\": \"%s\"}\n",
                 mode_name.c_str(), (long long)layers, (long long)tokens, (long long)o.text, median(warm),
                 list(warm).c_str(), std::max(0.0, cold_ms - median(warm)), first_ms, cuda::peak_allocated_bytes(),
-                cuda::allocated_bytes());
+                cuda::allocated_bytes(), cuda::attention_engine_name(cuda::attention_engine(generation)));
     std::fflush(stdout);
     // A CFG step as the denoising loop makes it: the two passes one after
     // the other, and both in one batched call writing their own velocities.

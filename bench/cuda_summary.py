@@ -146,6 +146,13 @@ def forward_section(ours, peer, lines, summary):
                 fmt(s36, 6, 0), fmt(t_last["ms"] if t_last else None, 14, 1),
                 fmt(t_fit[1] if t_fit else None, 10, 2), fmt(t36, 6, 0), fmt(ratio(t36, s36), 8, 2)))
     lines.extend(fit_notes)
+    # The engine of each layer's generation-stream attention (bench_cuda_forward
+    # records it; a record without one predates the choice: the flash kernel).
+    engines = sorted({r.get("attention", "flash") for r in ours if r.get("bench") == "forward" and "ms" in r})
+    if engines:
+        lines.append("  generation-stream attention in these forwards: %s (attention_bf16's choice, "
+                     "STEPMIX_CUDA_ATTENTION)" % ", ".join(engines))
+        section["attention"] = engines
     # (failed forward cases are listed under "cases that failed")
     big = max(tokens_seen)
     s8, s16 = at36.get((big, "w8a8"), (None, None))[0], at36.get((big, "w8a16"), (None, None))[0]
@@ -206,8 +213,14 @@ def cudnn_attention_estimate(ours, tokens, s8, mixed_ms, torch_dense, lines, sec
     Derived, not measured: each layer of a forward runs one generation-stream
     attention, bench_cuda's problem (the vision rows over 300 + vision keys),
     so a forward saves the layers times (flash - cuDNN) of bench_cuda's
-    timings; the flash variant is the one attention_bf16 runs.
+    timings; the flash variant is the one attention_bf16 runs. Only when the
+    forward ran the flash kernel (attention_bf16 prefers cuDNN's where it
+    can: then the forward itself measured it).
     """
+    w8a8 = [r for r in ours if r.get("bench") == "forward" and r.get("mode") == "w8a8" and r.get("tokens") == tokens
+            and "ms" in r]
+    if any(r.get("attention", "flash") != "flash" for r in w8a8):
+        return  # the forward measured cuDNN's attention (or not the flash kernel's): nothing to derive
     flash = pick(ours, bench="attention", variant="flash 16 rows/warp", causal=False)
     cudnn = pick(ours, bench="attention", variant="cudnn sdpa", causal=False)
     if not (flash and cudnn and flash.get("q_rows") == tokens and cudnn.get("q_rows") == tokens):

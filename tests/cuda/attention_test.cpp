@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -152,18 +153,39 @@ TEST_F(CudaCudnnAttention, EveryNonCausalShapeMeetsTheFlashBounds) {
   }
 }
 
+// attention_bf16's output is exactly one engine's: `run` under each value of
+// STEPMIX_CUDA_ATTENTION against the engines called directly.
+std::vector<uint16_t> under_attention_variable(const char* value, const AttentionProblem& p,
+                                               const AttentionOperands& o) {
+  ::setenv("STEPMIX_CUDA_ATTENTION", value, 1);
+  const std::vector<uint16_t> out = run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
+    cuda::attention_bf16(p, q, k, v, out, nullptr);
+  });
+  ::unsetenv("STEPMIX_CUDA_ATTENTION");
+  return out;
+}
+
 TEST_F(CudaCudnnAttention, TheSwitchGivesNonCausalProblemsToCudnn) {
   const AttentionProblem p{33, 200, 16, 4, 128, false};
   const AttentionOperands o = make_attention_operands(p);
-  ::setenv("STEPMIX_CUDA_ATTENTION", "cudnn", 1);
-  const std::vector<uint16_t> chosen =
-      run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
-        cuda::attention_bf16(p, q, k, v, out, nullptr);
-      });
-  ::unsetenv("STEPMIX_CUDA_ATTENTION");
-  EXPECT_EQ(chosen, run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
-              cuda::attention_cudnn_bf16(p, q, k, v, out, nullptr);
-            }));
+  const std::vector<uint16_t> cudnn = run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v,
+                                                             auto out) {
+    cuda::attention_cudnn_bf16(p, q, k, v, out, nullptr);
+  });
+  const std::vector<uint16_t> flash = run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v,
+                                                             auto out) {
+    cuda::attention_flash_bf16(p, q, k, v, out, nullptr, cuda::FlashVariant::Auto);
+  });
+  if (cudnn == flash) std::cout << "note: cuDNN and the flash kernel agree bit for bit here; outputs cannot tell them apart\n";
+  EXPECT_EQ(under_attention_variable("cudnn", p, o), cudnn);
+  EXPECT_EQ(under_attention_variable("flash", p, o), flash);
+  // The default: cuDNN's where it is preferred (9.15.1 or newer), and then
+  // exactly what attention_engine says.
+  std::string why;
+  const bool preferred = cuda::attention_cudnn_preferred(p, &why);
+  EXPECT_EQ(under_attention_variable("auto", p, o), preferred ? cudnn : flash) << why;
+  EXPECT_EQ(cuda::attention_engine(p), preferred ? cuda::AttentionEngine::Cudnn : cuda::AttentionEngine::Flash);
+  std::cout << "cuDNN's attention by default: " << (preferred ? "yes" : "no (" + why + ")") << "\n";
 }
 
 class CudaAttentionArguments : public CudaTest {};
@@ -178,19 +200,47 @@ TEST_F(CudaAttentionArguments, FlashRefusesHeadDimsItHasNoKernelFor) {
   EXPECT_TRUE(contains(error, "[cuda] attention_flash_bf16: head_dim must be 64 or 128, got 32"));
 }
 
-// STEPMIX_CUDA_ATTENTION: unset, empty or "flash" keeps the flash kernel,
-// "cudnn" gives cuDNN the non-causal problems (causal ones stay with the
-// flash kernel), anything else is refused naming the variable.
-TEST_F(CudaAttentionArguments, TheAttentionVariableTakesFlashOrCudnnAndNothingElse) {
+// STEPMIX_CUDA_ATTENTION: unset, empty or "auto" is the default (cuDNN's
+// attention where attention_cudnn_preferred, else the flash kernel), "flash"
+// never asks cuDNN, "cudnn" gives it every non-causal problem; causal
+// problems stay with the flash kernel under every value; anything else is
+// refused naming the variable. On the CPU build (no cuDNN) the default is the
+// flash kernel, saying why.
+TEST_F(CudaAttentionArguments, TheAttentionVariableTakesAutoFlashOrCudnnAndNothingElse) {
+  using cuda::AttentionChoice;
+  using cuda::AttentionEngine;
   ::unsetenv("STEPMIX_CUDA_ATTENTION");
-  EXPECT_FALSE(cuda::cudnn_attention_requested());
+  EXPECT_EQ(cuda::attention_choice(), AttentionChoice::Auto);
+  for (const auto& [value, choice] : {std::pair{"", AttentionChoice::Auto}, std::pair{"auto", AttentionChoice::Auto},
+                                      std::pair{"flash", AttentionChoice::Flash},
+                                      std::pair{"cudnn", AttentionChoice::Cudnn}}) {
+    ::setenv("STEPMIX_CUDA_ATTENTION", value, 1);
+    EXPECT_EQ(cuda::attention_choice(), choice) << value;
+  }
+  const AttentionProblem causal{5, 5, 4, 2, 64, true}, generation{5, 9, 4, 2, 64, false},
+      odd_head{5, 9, 4, 2, 32, false};
+  EXPECT_EQ(cuda::attention_engine(causal), AttentionEngine::Flash);  // under "cudnn"
+  EXPECT_EQ(cuda::attention_engine(generation), AttentionEngine::Cudnn);
   ::setenv("STEPMIX_CUDA_ATTENTION", "flash", 1);
-  EXPECT_FALSE(cuda::cudnn_attention_requested());
-  ::setenv("STEPMIX_CUDA_ATTENTION", "cudnn", 1);
-  EXPECT_TRUE(cuda::cudnn_attention_requested());
-  // A causal problem never asks cuDNN (the CPU build would say it has none).
-  const AttentionProblem causal{5, 5, 4, 2, 64, true};
+  EXPECT_EQ(cuda::attention_engine(generation), AttentionEngine::Flash);
+  EXPECT_EQ(cuda::attention_engine(odd_head), AttentionEngine::Reference);  // no flash kernel for head_dim 32
+  ::unsetenv("STEPMIX_CUDA_ATTENTION");
+  std::string why;
+  EXPECT_FALSE(cuda::attention_cudnn_preferred(causal, &why));
+  EXPECT_TRUE(contains(why, "attention_cudnn_bf16: causal problems are the flash kernel's (attention_flash_bf16)"))
+      << why;
+  EXPECT_FALSE(cuda::attention_cudnn_preferred(AttentionProblem{5, 9, 4, 2, 36, false}, &why));
+  EXPECT_TRUE(contains(why, "head_dim must be a multiple of 8 up to 256, got 36")) << why;
+  const bool preferred = cuda::attention_cudnn_preferred(generation, &why);
+  EXPECT_EQ(cuda::attention_engine(generation), preferred ? AttentionEngine::Cudnn : AttentionEngine::Flash);
+  std::string available_why;
+  if (!cuda::attention_cudnn_available(&available_why)) {
+    EXPECT_FALSE(preferred);
+    EXPECT_EQ(why, available_why);  // the reason it has no cuDNN, as attention_cudnn_available says
+  }
+  // The causal problem runs on the flash kernel under "cudnn" too.
   const AttentionOperands o = make_attention_operands(causal);
+  ::setenv("STEPMIX_CUDA_ATTENTION", "cudnn", 1);
   const std::vector<uint16_t> chosen =
       run_on_device(causal, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
         cuda::attention_bf16(p, q, k, v, out, nullptr);
@@ -200,9 +250,10 @@ TEST_F(CudaAttentionArguments, TheAttentionVariableTakesFlashOrCudnnAndNothingEl
               cuda::attention_flash_bf16(p, q, k, v, out, nullptr, cuda::FlashVariant::Auto);
             }));
   ::setenv("STEPMIX_CUDA_ATTENTION", "cuDNN", 1);
-  const std::string error = error_of([] { cuda::cudnn_attention_requested(); });
+  const std::string error = error_of([] { cuda::attention_choice(); });
   ::unsetenv("STEPMIX_CUDA_ATTENTION");
-  EXPECT_TRUE(contains(error, "[cuda] STEPMIX_CUDA_ATTENTION=cuDNN: expected flash (the default) or cudnn")) << error;
+  EXPECT_TRUE(contains(error, "[cuda] STEPMIX_CUDA_ATTENTION=cuDNN: expected auto (the default), flash or cudnn"))
+      << error;
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ for mode in ("dense", "w8a16", "w8a8"):
                    and r.get("layers") == layers]
         assert len(forward) == 1 and len(forward[0]["samples"]) == 2, (mode, layers)
         assert forward[0]["peak_device_bytes"] >= forward[0]["held_device_bytes"] > 0, forward[0]
+        assert forward[0]["attention"] == "flash", forward[0]  # attention_bf16's default without cuDNN
         assert count(bench="cfg_step", mode=mode, layers=layers) == 1, (mode, layers)
 assert count(bench="loop_step", tokens=16) == 1
 EOF
@@ -60,6 +61,7 @@ for line in "^  stepmix  attention cudnn sdpa: .*not part of the CPU build.*(opt
   "^device: SIMT emulator" "^linear, TFLOP/s" "^ *48 *128 *384 |" "^  stepmix  flash 32 rows/warp 64 keys" \
   "^Nano-shaped forward (hidden 512, FFN 1536, 4/2 heads, head_dim 128)" "^ *16 w8a8 *| *1,2" \
   "mixed W8A16x3 / W8A8x29 / W8A16x3" "^  2 layers w8a16 *16 tokens: separate" "^  ok   flash 16 rows/warp" \
+  "^  generation-stream attention in these forwards: flash (" \
   "^  n/a  attention flash 16 rows/warp >= 1.0x SDPA default"; do
   grep -q -- "$line" "$tmp/summary.txt" || fail "summary lacks $line"$'\n'"$(cat "$tmp/summary.txt")"
 done

@@ -2,7 +2,8 @@
 Nano-shaped forward fitted to 36 layers, the 35-step schedule, the estimate,
 and the estimate with cuDNN's attention in place of the flash kernel
 (derived from bench_cuda's attention timings), checked against the same
-arithmetic done here; and no cuDNN line when its case failed.
+arithmetic done here; no cuDNN line when its case failed, nor when the
+forward itself ran cuDNN's attention (the records say which engine ran).
 Usage: summary_estimate_test.py BENCH_DIR"""
 import json
 import os
@@ -14,12 +15,15 @@ bench_dir = sys.argv[1]
 TOKENS, LAYERS = 44160, 36
 
 
-def forward(impl, mode, layers, fixed, per_layer):
-    return {"impl": impl, "bench": "forward", "mode": mode, "layers": layers, "tokens": TOKENS,
-            "ms": fixed + per_layer * layers, "prefill_ms": 1.0 + 0.5 * layers}
+def forward(impl, mode, layers, fixed, per_layer, attention=None):
+    record = {"impl": impl, "bench": "forward", "mode": mode, "layers": layers, "tokens": TOKENS,
+              "ms": fixed + per_layer * layers, "prefill_ms": 1.0 + 0.5 * layers}
+    if attention:
+        record["attention"] = attention
+    return record
 
 
-def records(cudnn_error=False):
+def records(cudnn_error=False, forward_attention=None):
     ours = [{"impl": "stepmix", "bench": "forward_info", "hidden": 4096, "ffn": 12288, "heads": 32, "kv_heads": 8,
              "head_dim": 128},
             {"impl": "stepmix", "bench": "loop_step", "tokens": TOKENS, "ms": 2.0},
@@ -32,8 +36,8 @@ def records(cudnn_error=False):
     peer = [{"impl": "torch", "bench": "attention", "variant": "SDPA default", "q_rows": TOKENS,
              "kv_rows": TOKENS + 300, "causal": False, "ms": 80.0, "tflops": 375.0}]
     for layers in (1, 4):
-        ours += [forward("stepmix", "dense", layers, 12.0, 70.0), forward("stepmix", "w8a16", layers, 11.0, 60.0),
-                 forward("stepmix", "w8a8", layers, 10.0, 50.0)]
+        ours += [forward("stepmix", mode, layers, fixed, per_layer, forward_attention)
+                 for mode, fixed, per_layer in (("dense", 12.0, 70.0), ("w8a16", 11.0, 60.0), ("w8a8", 10.0, 50.0))]
         peer += [forward("torch", "dense", layers, 20.0, 60.0), forward("torch", "w8a16", layers, 21.0, 75.0),
                  forward("torch", "w8a8", layers, 22.0, 55.0)]
     return ours, peer
@@ -70,4 +74,17 @@ with tempfile.TemporaryDirectory() as tmp:
     assert "with_cudnn_attention" not in summary["forward"]["estimate"], summary["forward"]["estimate"]
     assert "in place of the flash kernel" not in text, text
     assert "attention cudnn sdpa >=" not in text, text  # a failed optional case is not judged
-print("ok: the full-size estimate, and with cuDNN's attention (derived)")
+
+    # Forwards that say which engine ran: the flash kernel's still get the
+    # derived line; cuDNN's (attention_bf16's default where it can) measured
+    # it, so nothing is derived, and the table says which engine it was.
+    text, summary = summarize(*records(forward_attention="flash"), tmp)
+    assert "with_cudnn_attention" in summary["forward"]["estimate"], summary["forward"]["estimate"]
+    assert "generation-stream attention in these forwards: flash (" in text, text
+    text, summary = summarize(*records(forward_attention="cudnn"), tmp)
+    assert "with_cudnn_attention" not in summary["forward"]["estimate"], summary["forward"]["estimate"]
+    assert "in place of the flash kernel" not in text, text
+    assert "generation-stream attention in these forwards: cudnn (" in text, text
+    assert summary["forward"]["attention"] == ["cudnn"], summary["forward"]
+    assert abs(summary["forward"]["estimate"]["stepmix_mixed_s"] - mixed_ms / 1000) < 1e-9
+print("ok: the full-size estimate, with cuDNN's attention derived for a flash forward and measured for a cuDNN one")

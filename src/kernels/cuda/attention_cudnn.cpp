@@ -39,6 +39,14 @@ constexpr const char* kFunction = "attention_cudnn_bf16";
 #if CUDNN_VERSION >= 91301
 
 constexpr std::size_t kMinimumVersion = 91301;
+// The first release attention_bf16 prefers cuDNN's attention from
+// (attention_cudnn_preferred, cuda_kernels.hpp says why).
+constexpr std::size_t kPreferredVersion = 91501;
+
+std::string version_text(std::size_t version) {
+  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
 
 // "CUDNN_STATUS_...: <cuDNN's last message>".
 std::string status_text(const CudnnLibrary& library, cudnnStatus_t status) {
@@ -147,8 +155,7 @@ const CudnnLibrary& library_with_sdpa() {
   const CudnnLibrary& library = detail::cudnn();
   const std::size_t version = library.cudnnGetVersion();
   detail::require(version >= kMinimumVersion, kFunction,
-                  "cuDNN " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
-                      std::to_string(version % 100) + " (" + library.path +
+                  "cuDNN " + version_text(version) + " (" + library.path +
                       ") has no SDPA forward operation: it needs 9.13.1 or newer");
   return library;
 }
@@ -212,7 +219,7 @@ class CudnnAttention {
            StreamHandle stream) {
     std::lock_guard lock(mutex_);
     const CudnnLibrary& library = open();
-    const auto key = std::make_tuple(p.q_rows, p.kv_rows, p.q_heads, p.kv_heads, p.head_dim);
+    const auto key = key_of(p);
     auto found = plans_.find(key);
     if (found == plans_.end()) found = plans_.emplace(key, make_plan(library, p)).first;
     Plan& plan = found->second;
@@ -227,6 +234,43 @@ class CudnnAttention {
     pack.finalize();
     check(library, library.cudnnSetStream(handle_, stream), "set stream");
     check(library, library.cudnnBackendExecute(handle_, plan.plan->get(), pack.get()), "execute");
+  }
+
+  // attention_cudnn_preferred for a non-causal problem: a library of
+  // kPreferredVersion or newer with a handle, and a plan for the shape (made
+  // now, kept for run). Why not, when not: a library that cannot serve is
+  // remembered for the life of the process, a shape no engine takes per shape.
+  bool preferred(const AttentionProblem& p, std::string& why) {
+    std::lock_guard lock(mutex_);
+    if (!unusable_.empty()) {
+      why = unusable_;
+      return false;
+    }
+    const CudnnLibrary* library = nullptr;
+    try {
+      library = &open();
+    } catch (const std::exception& e) {
+      why = unusable_ = e.what();
+      return false;
+    }
+    if (const std::size_t version = library->cudnnGetVersion(); version < kPreferredVersion) {
+      why = unusable_ = std::string(kFunction) + ": cuDNN " + version_text(version) + " (" + library->path +
+                        ") is older than 9.15.1, from which attention_bf16 prefers it";
+      return false;
+    }
+    const auto key = key_of(p);
+    if (plans_.count(key)) return true;
+    if (const auto refused = refused_.find(key); refused != refused_.end()) {
+      why = refused->second;
+      return false;
+    }
+    try {
+      plans_.emplace(key, make_plan(*library, p));
+      return true;
+    } catch (const std::exception& e) {
+      why = refused_[key] = e.what();
+      return false;
+    }
   }
 
   // Opens the library and makes the handle; throws why it cannot.
@@ -287,9 +331,16 @@ class CudnnAttention {
                             std::to_string(p.kv_heads) + " heads of " + std::to_string(D) + ": " + why);
   }
 
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;
+  static Key key_of(const AttentionProblem& p) {
+    return std::make_tuple(p.q_rows, p.kv_rows, p.q_heads, p.kv_heads, p.head_dim);
+  }
+
   std::mutex mutex_;
   cudnnHandle_t handle_ = nullptr;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, Plan> plans_;
+  std::map<Key, Plan> plans_;
+  std::map<Key, std::string> refused_;  // shapes no engine took, and why (preferred)
+  std::string unusable_;                // why the library cannot serve attention_bf16 (preferred)
 };
 
 #else
@@ -334,12 +385,28 @@ bool attention_cudnn_available(std::string* why) {
 #endif
 }
 
+bool attention_cudnn_preferred(const AttentionProblem& p, std::string* why) {
+  std::string reason = detail::cudnn_attention_shape_refusal(p);
+  bool preferred = false;
+  if (!reason.empty())
+    reason = std::string(kFunction) + ": " + reason;
+  else if (p.q_rows == 0)
+    reason = std::string(kFunction) + ": no rows";
+  else
+#if CUDNN_VERSION >= 91301
+    preferred = CudnnAttention::instance().preferred(p, reason);
+#else
+    reason = headers_too_old();
+#endif
+  if (!preferred && why) *why = reason;
+  return preferred;
+}
+
 void attention_cudnn_bf16(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                           uint16_t* out, StreamHandle stream) {
   detail::check_attention(kFunction, p, q, k, v, out);
-  detail::require(!p.causal, kFunction, "causal problems are the flash kernel's (attention_flash_bf16)");
-  detail::require(p.head_dim % 8 == 0 && p.head_dim <= 256, kFunction,
-                  "head_dim must be a multiple of 8 up to 256, got " + std::to_string(p.head_dim));
+  const std::string refusal = detail::cudnn_attention_shape_refusal(p);
+  detail::require(refusal.empty(), kFunction, refusal);
   detail::require(detail::aligned(q, 16) && detail::aligned(k, 16) && detail::aligned(v, 16) &&
                       detail::aligned(out, 16),
                   kFunction, "q, k, v and out must be 16-byte aligned");

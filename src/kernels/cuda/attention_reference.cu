@@ -43,27 +43,33 @@ void attention_reference_bf16(const AttentionProblem& p, const uint16_t* q, cons
                 int(p.head_dim), p.causal);
 }
 
-bool cudnn_attention_requested() {
+AttentionChoice attention_choice() {
   const char* set = std::getenv("STEPMIX_CUDA_ATTENTION");
   const std::string value = set ? set : "";
-  if (value.empty() || value == "flash") return false;
-  if (value == "cudnn") return true;
-  throw Error("cuda", "STEPMIX_CUDA_ATTENTION=" + value + ": expected flash (the default) or cudnn");
+  if (value.empty() || value == "auto") return AttentionChoice::Auto;
+  if (value == "flash") return AttentionChoice::Flash;
+  if (value == "cudnn") return AttentionChoice::Cudnn;
+  throw Error("cuda", "STEPMIX_CUDA_ATTENTION=" + value + ": expected auto (the default), flash or cudnn");
+}
+
+AttentionEngine attention_engine(const AttentionProblem& p) {
+  const AttentionChoice choice = attention_choice();
+  if (!p.causal && (choice == AttentionChoice::Cudnn ||
+                    (choice == AttentionChoice::Auto && attention_cudnn_preferred(p))))
+    return AttentionEngine::Cudnn;
+  // By head size alone: an operand off 16 bytes is refused by the flash
+  // kernel, rather than sent to the one-thread-per-row reference, which would
+  // take hours at 44k tokens.
+  return attention_flash_supported(p) ? AttentionEngine::Flash : AttentionEngine::Reference;
 }
 
 void attention_bf16(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                     uint16_t* out, StreamHandle stream) {
-  if (!p.causal && cudnn_attention_requested()) {
-    attention_cudnn_bf16(p, q, k, v, out, stream);
-    return;
+  switch (attention_engine(p)) {
+    case AttentionEngine::Cudnn: attention_cudnn_bf16(p, q, k, v, out, stream); return;
+    case AttentionEngine::Flash: attention_flash_bf16(p, q, k, v, out, stream); return;
+    case AttentionEngine::Reference: attention_reference_bf16(p, q, k, v, out, stream); return;
   }
-  // By head size alone: an operand off 16 bytes is refused by the flash
-  // kernel, rather than sent to the one-thread-per-row reference, which would
-  // take hours at 44k tokens.
-  if (attention_flash_supported(p))
-    attention_flash_bf16(p, q, k, v, out, stream);
-  else
-    attention_reference_bf16(p, q, k, v, out, stream);
 }
 
 }  // namespace stepmix::cuda

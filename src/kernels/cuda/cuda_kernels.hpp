@@ -152,24 +152,45 @@ void attention_flash_bf16(const AttentionProblem& problem, const uint16_t* q, co
 void attention_reference_bf16(const AttentionProblem& problem, const uint16_t* q, const uint16_t* k,
                               const uint16_t* v, uint16_t* out, StreamHandle stream);
 // cuDNN's fused attention (its SDPA forward operation, cuDNN 9.13.1 or
-// newer), measured beside the flash kernel and tested against the reference
-// kernel like it; attention_bf16 uses it only when asked
-// (cudnn_attention_requested, below). Non-causal problems only,
-// head_dim a multiple of 8 up to 256. cuDNN is opened with dlopen at the
-// first call (attention_cudnn.cpp); a build without cuDNN's headers, a
-// missing or older library, or a shape no engine takes throws Error("cuda",
-// "attention_cudnn_bf16: ...") naming the cuDNN call and its status.
-// attention_cudnn_available says beforehand whether it can run, and why not.
+// newer), tested against the reference kernel like the flash kernel.
+// Non-causal problems only, head_dim a multiple of 8 up to 256. cuDNN is
+// opened with dlopen at the first call (attention_cudnn.cpp); a build without
+// cuDNN's headers, a missing or older library, or a shape no engine takes
+// throws Error("cuda", "attention_cudnn_bf16: ...") naming the cuDNN call and
+// its status. attention_cudnn_available says beforehand whether it can run,
+// and why not.
 bool attention_cudnn_available(std::string* why = nullptr);
 void attention_cudnn_bf16(const AttentionProblem& problem, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                           uint16_t* out, StreamHandle stream);
-// STEPMIX_CUDA_ATTENTION=cudnn (read at each call; "flash" or unset is the
-// default, another value an Error naming it): whether attention_bf16 gives
-// its non-causal problems to cuDNN's attention, to measure a whole forward
-// with it.
-bool cudnn_attention_requested();
-// Flash when attention_flash_supported, else the reference kernel; cuDNN's
-// for non-causal problems when cudnn_attention_requested().
+// Whether attention_bf16 gives `problem` to cuDNN by default: a non-causal
+// problem, on a cuDNN of 9.15.1 or newer (the release from which PyTorch's
+// SDPA prefers cuDNN's attention on Hopper: older ones mishandled sequence
+// lengths that are not a multiple of 128, as the Nano problem's 44,460 keys
+// are not), and a shape cuDNN's heuristics give a plan for. The plan is
+// made here, on the first ask for a shape, and kept; a library that cannot
+// be opened, and a shape no engine takes, are remembered, with `why`. Why
+// cuDNN first: its Hopper engines use the warpgroup MMA and TMA instructions
+// the flash kernel (mma.sync, FlashAttention-2's class) does not, and they
+// are what the peer, PyTorch's SDPA, runs there by default; the device check
+// measures both (bench/cuda-device-check.sh) and turns the default off for
+// its run when cuDNN's fails its spot check.
+bool attention_cudnn_preferred(const AttentionProblem& problem, std::string* why = nullptr);
+
+// What attention_bf16 runs, and what may be asked of it:
+// STEPMIX_CUDA_ATTENTION (read at each call) is "auto" (or unset: cuDNN's
+// attention where attention_cudnn_preferred, else the flash kernel), "flash"
+// (never cuDNN) or "cudnn" (cuDNN for every non-causal problem, its errors
+// thrown); another value is an Error naming the variable.
+enum class AttentionChoice { Auto, Flash, Cudnn };
+AttentionChoice attention_choice();
+enum class AttentionEngine { Cudnn, Flash, Reference };
+inline const char* attention_engine_name(AttentionEngine engine) {
+  return engine == AttentionEngine::Cudnn ? "cudnn" : engine == AttentionEngine::Flash ? "flash" : "reference";
+}
+// The engine attention_bf16 gives `problem`: cuDNN's as attention_choice()
+// says (causal problems never), else the flash kernel when
+// attention_flash_supported, else the reference kernel.
+AttentionEngine attention_engine(const AttentionProblem& problem);
 void attention_bf16(const AttentionProblem& problem, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                     uint16_t* out, StreamHandle stream);
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/error_of.hpp"
+#include "kernels/cuda/cuda_device.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/cuda/cudnn_library.hpp"
 
@@ -64,6 +65,21 @@ TEST(CudnnAttention, CausalProblemsAndOddHeadDimsAreRefusedBeforeCudnnIsCalled) 
     cuda::attention_cudnn_bf16(AttentionProblem{8, 8, 4, 2, 100, false}, fake, fake, fake, fake, nullptr);
   });
   EXPECT_NE(odd.find("head_dim must be a multiple of 8 up to 256, got 100"), std::string::npos) << odd;
+}
+
+// attention_cudnn_preferred where this machine cannot run cuDNN's attention
+// (no GPU, as in CI): false, with the reason, asked twice with the same answer
+// (the first answer is remembered), and the default engine is the flash
+// kernel's. Skipped where a GPU would make it true.
+TEST(CudnnAttention, WithoutAGpuTheDefaultIsTheFlashKernelSayingWhy) {
+  if (cuda::probe_device().usable) GTEST_SKIP() << "a GPU: CudaCudnnAttention checks the default there";
+  const AttentionProblem nano{44160, 44460, 32, 8, 128, false};
+  std::string first, second;
+  EXPECT_FALSE(cuda::attention_cudnn_preferred(nano, &first));
+  EXPECT_FALSE(cuda::attention_cudnn_preferred(nano, &second));
+  EXPECT_NE(first.find("attention_cudnn_bf16"), std::string::npos) << first;
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(cuda::attention_engine(nano), cuda::AttentionEngine::Flash);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // it.
 #include <string>
 
+#include "kernels/cuda/attention_cudnn.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "stepmix/error.hpp"
 
@@ -22,6 +23,12 @@ constexpr const char* kWithoutCudnn = "attention_cudnn_bf16: " STEPMIX_CUDNN_ABS
 
 bool attention_cudnn_available(std::string* why) {
   if (why) *why = kWithoutCudnn;
+  return false;
+}
+
+bool attention_cudnn_preferred(const AttentionProblem& problem, std::string* why) {
+  const std::string refusal = detail::cudnn_attention_shape_refusal(problem);
+  if (why) *why = refusal.empty() ? std::string(kWithoutCudnn) : "attention_cudnn_bf16: " + refusal;
   return false;
 }
 

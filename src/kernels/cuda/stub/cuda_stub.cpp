@@ -122,7 +122,12 @@ void attention_cudnn_bf16(const AttentionProblem&, const uint16_t*, const uint16
                           StreamHandle) {
   without_cuda("attention_cudnn_bf16");
 }
-bool cudnn_attention_requested() { without_cuda("cudnn_attention_requested"); }
+bool attention_cudnn_preferred(const AttentionProblem&, std::string* why) {
+  if (why) *why = std::string("attention_cudnn_bf16: ") + kWithoutCuda;
+  return false;
+}
+AttentionChoice attention_choice() { without_cuda("attention_choice"); }
+AttentionEngine attention_engine(const AttentionProblem&) { without_cuda("attention_engine"); }
 void attention_bf16(const AttentionProblem&, const uint16_t*, const uint16_t*, const uint16_t*, uint16_t*,
                     StreamHandle) {
   without_cuda("attention_bf16");
