@@ -273,7 +273,14 @@ class CudnnAttention {
     }
   }
 
-  // Opens the library and makes the handle; throws why it cannot.
+  // open() for a caller that does not hold the lock (attention_cudnn_available).
+  void open_under_lock() {
+    std::lock_guard lock(mutex_);
+    open();
+  }
+
+  // Opens the library and makes the handle; throws why it cannot. The caller
+  // holds mutex_ (the handle is made once).
   const CudnnLibrary& open() {
     const CudnnLibrary& library = library_with_sdpa();
     if (!handle_) check(library, library.cudnnCreate(&handle_), "create handle");
@@ -373,7 +380,7 @@ bool attention_cudnn_available(std::string* why) {
 #if CUDNN_VERSION >= 91301
   try {
     require_device(0);
-    CudnnAttention::instance().open();
+    CudnnAttention::instance().open_under_lock();
     return true;
   } catch (const std::exception& e) {
     if (why) *why = e.what();
