@@ -217,6 +217,12 @@ dependencies() {
 # passed here; otherwise the rest of the run gets STEPMIX_CUDA_ATTENTION=flash.
 # Optional: its failure is reported, not counted.
 cudnn_step() {  # bench_cuda, out
+  if ((deadline - reserve - SECONDS < 20)); then
+    export STEPMIX_CUDA_ATTENTION=flash
+    echo
+    echo "######## cuDNN attention (optional): not run ($((deadline - SECONDS)) s left): STEPMIX_CUDA_ATTENTION=flash for the rest of the run"
+    return 0
+  fi
   step 45 "cuDNN attention (optional)" bash -c 'set -o pipefail; "$1" --cudnn-attention "${@:3}" | tee -a "$2/stepmix.jsonl"' _ "$1" "$2" "${quick[@]}" ||
     echo "cuDNN attention step failed (optional: not counted)"
   if grep -F '"what": "cudnn sdpa rows' "$2/stepmix.jsonl" | grep -qF '"pass": true'; then

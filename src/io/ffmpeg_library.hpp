@@ -11,7 +11,9 @@
 // The table's members have FFmpeg's names and types (from the headers the
 // build compiled against), so a call reads av.avcodec_open2(...). The files
 // opened are the sonames of those headers' major versions (libavcodec.so.59
-// for FFmpeg 5.1), the ABI FFmpeg keeps within a major version.
+// for FFmpeg 5.1), the ABI FFmpeg keeps within a major version: through the
+// loader's search (LD_LIBRARY_PATH, its cache), then in the folder the build
+// found each library in.
 #pragma once
 
 extern "C" {
@@ -96,7 +98,8 @@ struct FfmpegCandidates {
   std::vector<std::string> avutil, avcodec, avformat, swscale;
 };
 
-// The sonames of the FFmpeg the build compiled against.
+// The sonames of the FFmpeg the build compiled against, each followed by the
+// same file in the folder pkg-config found it in at configure time.
 FfmpegCandidates ffmpeg_sonames();
 
 // The four libraries, opened on the first call (thread-safe) and kept open

@@ -26,11 +26,12 @@ std::string lower(std::string s) {
   return s;
 }
 
-// The extensions of `accepted` this build writes (no .mp4 without video).
+// The extensions of `accepted` this build writes (no .mp4 without video;
+// FFmpeg is not opened to say so: a mistyped extension loads nothing).
 std::string accepted_list(std::initializer_list<OutputFormat> accepted) {
   std::vector<OutputFormat> written;
   for (OutputFormat f : accepted)
-    if (f != OutputFormat::Mp4 || video_supported()) written.push_back(f);
+    if (f != OutputFormat::Mp4 || video_built()) written.push_back(f);
   std::string out;
   for (std::size_t i = 0; i < written.size(); ++i)
     out += (i == 0 ? "" : (i + 1 == written.size() ? " or " : ", ")) +

@@ -88,6 +88,9 @@ double psnr(const Image8& a, const Image8& b);
 // operation throws it.
 std::string video_unavailable();
 inline bool video_supported() { return video_unavailable().empty(); }
+// Whether this build has video at all (FFmpeg's headers), without opening
+// the libraries: what error messages listing the accepted outputs go by.
+bool video_built();
 inline constexpr const char* kBuiltWithoutVideo =
     "this stepmix was built without video (FFmpeg's libavcodec, libavformat and libswscale); configure with "
     "-DSTEPMIX_VIDEO=ON and them installed";

@@ -25,5 +25,6 @@ VideoInfo probe_video(const std::string& path) { without_video(path); }
 Image8 read_video_frame(const std::string& path, int64_t) { without_video(path); }
 
 std::string video_unavailable() { return kBuiltWithoutVideo; }
+bool video_built() { return false; }
 
 }  // namespace stepmix

@@ -102,6 +102,13 @@ TEST_P(CudaAttention, FlashOnTheGpuMatchesItsCpuEmulation) {
   }
 }
 
+// attention_bf16 gives exactly the output of the engine attention_engine
+// names (under this run's STEPMIX_CUDA_ATTENTION, the default unless the
+// device check turned cuDNN off): the reference kernel where the flash
+// kernel has no head dim, cuDNN's where it is preferred for a problem the
+// flash kernel would take (a GPU with cuDNN 9.15.1 or newer;
+// CudaCudnnAttention holds it to the flash bounds), the flash kernel
+// otherwise.
 TEST_P(CudaAttention, DispatchUsesFlashWhereSupportedAndTheReferenceElsewhere) {
   const AttentionProblem p = problem();
   const AttentionOperands o = make_attention_operands(p);
@@ -109,7 +116,16 @@ TEST_P(CudaAttention, DispatchUsesFlashWhereSupportedAndTheReferenceElsewhere) {
       run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
         cuda::attention_bf16(p, q, k, v, out, nullptr);
       });
+  const cuda::AttentionEngine engine = cuda::attention_engine(p);
+  if (engine == cuda::AttentionEngine::Cudnn) {
+    if (cuda::attention_choice() == cuda::AttentionChoice::Auto) EXPECT_TRUE(cuda::attention_flash_supported(p));
+    EXPECT_EQ(chosen, run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
+                cuda::attention_cudnn_bf16(p, q, k, v, out, nullptr);
+              }));
+    return;
+  }
   if (!cuda::attention_flash_supported(p)) {
+    EXPECT_EQ(engine, cuda::AttentionEngine::Reference);
     EXPECT_EQ(chosen, reference_kernel(p, o));
     return;
   }

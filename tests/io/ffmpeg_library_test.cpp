@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "common/error_of.hpp"
 #include "io/video.hpp"
@@ -39,6 +40,25 @@ TEST(FfmpegLibrary, TheSystemsLibrariesOpenWithEveryEntryPoint) {
   // Opened once: every call answers the same table, and video works.
   EXPECT_EQ(&ffmpeg(), &av);
   EXPECT_EQ(video_unavailable(), "");
+}
+
+TEST(FfmpegLibrary, EachIsLookedForByItsSonameThenInTheFolderTheBuildFoundItIn) {
+  const FfmpegCandidates sonames = ffmpeg_sonames();
+  FfmpegCandidates folders_only;
+  for (const auto& [list, folder_only] : {std::pair{&sonames.avutil, &folders_only.avutil},
+                                          std::pair{&sonames.avcodec, &folders_only.avcodec},
+                                          std::pair{&sonames.avformat, &folders_only.avformat},
+                                          std::pair{&sonames.swscale, &folders_only.swscale}}) {
+    ASSERT_EQ(list->size(), 2u) << list->front();
+    const std::string& in_folder = (*list)[1];
+    EXPECT_EQ(in_folder.front(), '/') << in_folder;
+    EXPECT_EQ(in_folder.substr(in_folder.size() - list->front().size() - 1), "/" + list->front());
+    folder_only->push_back(in_folder);
+  }
+  // The folders alone open them: an FFmpeg the loader does not search still works.
+  const FfmpegLibrary av = open_ffmpeg(folders_only);
+  EXPECT_EQ(av.paths[1], sonames.avcodec[1]);
+  EXPECT_STREQ(av.avcodec_get_name(AV_CODEC_ID_H264), "h264");
 }
 
 TEST(FfmpegLibrary, AMissingLibraryIsOneErrorNamingTheLibraryEveryFileTriedAndThePackages) {

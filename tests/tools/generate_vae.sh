@@ -53,6 +53,8 @@ ffmpeg_loads() {
 [[ $(ffmpeg_loads "${run[@]}" --frames 1 --out "$tmp/lazy.png") -eq 0 ]] || fail "lazy: a PNG run loaded libavcodec"
 [[ $(ffmpeg_loads "${run[@]}" --frames 5 --out "$tmp/lazy.mp4") -gt 0 ]] || fail "lazy: an MP4 run did not load libavcodec"
 [[ -s $tmp/lazy.mp4 && -s $tmp/lazy.png ]] || fail "lazy: the runs did not write their outputs"
+# Nor does an output refused for its extension (the error lists .mp4 without opening FFmpeg).
+[[ $(ffmpeg_loads "${run[@]}" --frames 5 --out "$tmp/lazy.avi") -eq 0 ]] || fail "lazy: a refused .avi loaded libavcodec"
 
 # ---------------------------------------------------------------- errors
 expect_rejected no-decode-out "--no-decode" "give --save-latents FILE instead of --out/--frames-dir" \

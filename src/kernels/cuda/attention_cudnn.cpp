@@ -248,14 +248,18 @@ class CudnnAttention {
     }
     const CudnnLibrary* library = nullptr;
     try {
-      library = &open();
+      // The version before the handle: a library too old to be preferred
+      // costs no handle (nor the device memory cuDNN's start-up takes).
+      library = &library_with_sdpa();
+      if (const std::size_t version = library->cudnnGetVersion(); version < kPreferredVersion) {
+        why = unusable_ = std::string(kFunction) + ": cuDNN " + version_text(version) + " (" + library->path +
+                          ") is older than 9.15.1, from which attention_bf16 prefers it";
+        return false;
+      }
+      if (!handle_) require_device(0);  // the GPU the backend runs on (a Hopper one)
+      open();
     } catch (const std::exception& e) {
       why = unusable_ = e.what();
-      return false;
-    }
-    if (const std::size_t version = library->cudnnGetVersion(); version < kPreferredVersion) {
-      why = unusable_ = std::string(kFunction) + ": cuDNN " + version_text(version) + " (" + library->path +
-                        ") is older than 9.15.1, from which attention_bf16 prefers it";
       return false;
     }
     const auto key = key_of(p);
@@ -397,8 +401,8 @@ bool attention_cudnn_preferred(const AttentionProblem& p, std::string* why) {
   bool preferred = false;
   if (!reason.empty())
     reason = std::string(kFunction) + ": " + reason;
-  else if (p.q_rows == 0)
-    reason = std::string(kFunction) + ": no rows";
+  else if (p.q_rows <= 0 || p.kv_rows <= 0 || p.q_heads <= 0 || p.kv_heads <= 0 || p.q_heads % p.kv_heads != 0)
+    reason = std::string(kFunction) + ": no rows, or heads that do not group";
   else
 #if CUDNN_VERSION >= 91301
     preferred = CudnnAttention::instance().preferred(p, reason);

@@ -54,8 +54,11 @@ AttentionChoice attention_choice() {
 
 AttentionEngine attention_engine(const AttentionProblem& p) {
   const AttentionChoice choice = attention_choice();
+  // By default cuDNN's attention stands in for the flash kernel, not for the
+  // reference kernel: the head dims without a flash kernel are the tiny test
+  // models', whose GPU tests keep their engine.
   if (!p.causal && (choice == AttentionChoice::Cudnn ||
-                    (choice == AttentionChoice::Auto && attention_cudnn_preferred(p))))
+                    (choice == AttentionChoice::Auto && attention_flash_supported(p) && attention_cudnn_preferred(p))))
     return AttentionEngine::Cudnn;
   // By head size alone: an operand off 16 bytes is refused by the flash
   // kernel, rather than sent to the one-thread-per-row reference, which would
@@ -65,6 +68,7 @@ AttentionEngine attention_engine(const AttentionProblem& p) {
 
 void attention_bf16(const AttentionProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                     uint16_t* out, StreamHandle stream) {
+  check_attention("attention_bf16", p, q, k, v, out);  // before an engine is asked about the problem
   switch (attention_engine(p)) {
     case AttentionEngine::Cudnn: attention_cudnn_bf16(p, q, k, v, out, stream); return;
     case AttentionEngine::Flash: attention_flash_bf16(p, q, k, v, out, stream); return;

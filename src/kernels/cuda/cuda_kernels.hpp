@@ -167,8 +167,10 @@ void attention_cudnn_bf16(const AttentionProblem& problem, const uint16_t* q, co
 // SDPA prefers cuDNN's attention on Hopper: older ones mishandled sequence
 // lengths that are not a multiple of 128, as the Nano problem's 44,460 keys
 // are not), and a shape cuDNN's heuristics give a plan for. The plan is
-// made here, on the first ask for a shape, and kept; a library that cannot
-// be opened, and a shape no engine takes, are remembered, with `why`. Why
+// made here, on the first ask for a shape, and kept for the process (a run
+// has a few shapes: one per prompt length and latent size); a library that
+// cannot be opened, a GPU the backend cannot use, and a shape no engine
+// takes are remembered, with `why`. Why
 // cuDNN first: its Hopper engines use the warpgroup MMA and TMA instructions
 // the flash kernel (mma.sync, FlashAttention-2's class) does not, and they
 // are what the peer, PyTorch's SDPA, runs there by default; the device check
@@ -178,7 +180,8 @@ bool attention_cudnn_preferred(const AttentionProblem& problem, std::string* why
 
 // What attention_bf16 runs, and what may be asked of it:
 // STEPMIX_CUDA_ATTENTION (read at each call) is "auto" (or unset: cuDNN's
-// attention where attention_cudnn_preferred, else the flash kernel), "flash"
+// attention for a problem the flash kernel would take, where
+// attention_cudnn_preferred; else the flash or the reference kernel), "flash"
 // (never cuDNN) or "cudnn" (cuDNN for every non-causal problem, its errors
 // thrown); another value is an Error naming the variable.
 enum class AttentionChoice { Auto, Flash, Cudnn };
@@ -189,7 +192,8 @@ inline const char* attention_engine_name(AttentionEngine engine) {
 }
 // The engine attention_bf16 gives `problem`: cuDNN's as attention_choice()
 // says (causal problems never), else the flash kernel when
-// attention_flash_supported, else the reference kernel.
+// attention_flash_supported, else the reference kernel. attention_bf16
+// checks the problem and its operands before it asks.
 AttentionEngine attention_engine(const AttentionProblem& problem);
 void attention_bf16(const AttentionProblem& problem, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                     uint16_t* out, StreamHandle stream);
