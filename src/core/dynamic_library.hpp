@@ -67,10 +67,11 @@ const Library& open_once(Open open) {
 }
 
 // The soname `soname`, then the same file in `folder` when one is given (the
-// build's library folder): the candidates of a library the build knows.
+// build's library folder; null or "" when the build knows none): the
+// candidates of a library the build knows.
 inline std::vector<std::string> soname_then_folder(const std::string& soname, const char* folder) {
   std::vector<std::string> candidates{soname};
-  if (folder) candidates.push_back(std::string(folder) + "/" + soname);
+  if (folder && *folder) candidates.push_back(std::string(folder) + "/" + soname);
   return candidates;
 }
 

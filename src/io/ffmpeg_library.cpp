@@ -15,12 +15,8 @@ const std::string kFfmpegAdvice =
     std::to_string(LIBAVCODEC_VERSION_MAJOR) + " libavformat" + std::to_string(LIBAVFORMAT_VERSION_MAJOR) +
     " libswscale" + std::to_string(LIBSWSCALE_VERSION_MAJOR) + "), or put their folder on LD_LIBRARY_PATH";
 
-// The soname, then the same file in the folder pkg-config found the library
-// in at configure time (CMakeLists.txt), when it knew one.
-std::vector<std::string> soname_then_build_folder(const std::string& soname, const char* folder) {
-  return soname_then_folder(soname, folder && *folder ? folder : nullptr);
-}
-
+// The folders pkg-config found the libraries in at configure time
+// (CMakeLists.txt); "" where it knew none.
 #ifndef STEPMIX_AVUTIL_DIR
 #define STEPMIX_AVUTIL_DIR ""
 #define STEPMIX_AVCODEC_DIR ""
@@ -31,10 +27,10 @@ std::vector<std::string> soname_then_build_folder(const std::string& soname, con
 }  // namespace
 
 FfmpegCandidates ffmpeg_sonames() {
-  return {soname_then_build_folder(STEPMIX_SONAME("avutil", LIBAVUTIL_VERSION_MAJOR), STEPMIX_AVUTIL_DIR),
-          soname_then_build_folder(STEPMIX_SONAME("avcodec", LIBAVCODEC_VERSION_MAJOR), STEPMIX_AVCODEC_DIR),
-          soname_then_build_folder(STEPMIX_SONAME("avformat", LIBAVFORMAT_VERSION_MAJOR), STEPMIX_AVFORMAT_DIR),
-          soname_then_build_folder(STEPMIX_SONAME("swscale", LIBSWSCALE_VERSION_MAJOR), STEPMIX_SWSCALE_DIR)};
+  return {soname_then_folder(STEPMIX_SONAME("avutil", LIBAVUTIL_VERSION_MAJOR), STEPMIX_AVUTIL_DIR),
+          soname_then_folder(STEPMIX_SONAME("avcodec", LIBAVCODEC_VERSION_MAJOR), STEPMIX_AVCODEC_DIR),
+          soname_then_folder(STEPMIX_SONAME("avformat", LIBAVFORMAT_VERSION_MAJOR), STEPMIX_AVFORMAT_DIR),
+          soname_then_folder(STEPMIX_SONAME("swscale", LIBSWSCALE_VERSION_MAJOR), STEPMIX_SWSCALE_DIR)};
 }
 #undef STEPMIX_SONAME
 #undef STEPMIX_TEXT

@@ -170,12 +170,12 @@ void attention_cudnn_bf16(const AttentionProblem& problem, const uint16_t* q, co
 // made here, on the first ask for a shape, and kept for the process (a run
 // has a few shapes: one per prompt length and latent size); a library that
 // cannot be opened, a GPU the backend cannot use, and a shape no engine
-// takes are remembered, with `why`. Why
-// cuDNN first: its Hopper engines use the warpgroup MMA and TMA instructions
-// the flash kernel (mma.sync, FlashAttention-2's class) does not, and they
-// are what the peer, PyTorch's SDPA, runs there by default; the device check
-// measures both (bench/cuda-device-check.sh) and turns the default off for
-// its run when cuDNN's fails its spot check.
+// takes are remembered, with `why`. Why cuDNN first: its Hopper engines use
+// the warpgroup MMA and TMA instructions the flash kernel (mma.sync,
+// FlashAttention-2's class) does not, and they are what the peer, PyTorch's
+// SDPA, runs there by default; the device check measures both
+// (bench/cuda-device-check.sh) and turns the default off for its run when
+// cuDNN's fails its spot check.
 bool attention_cudnn_preferred(const AttentionProblem& problem, std::string* why = nullptr);
 
 // What attention_bf16 runs, and what may be asked of it:
