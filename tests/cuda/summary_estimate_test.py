@@ -1,9 +1,12 @@
 """bench/cuda_summary.py at the full 720p size on synthetic records: the
 Nano-shaped forward fitted to 36 layers, the 35-step schedule, the estimate,
-and the estimate with cuDNN's attention in place of the flash kernel
-(derived from bench_cuda's attention timings), checked against the same
-arithmetic done here; no cuDNN line when its case failed, nor when the
-forward itself ran cuDNN's attention (the records say which engine ran).
+what the estimate is made of (the generation attention on the engine the
+forwards ran, the rest, the attention throughput the goal needs, or that the
+rest alone misses it), and the estimate with cuDNN's attention in place of
+the flash kernel (derived from bench_cuda's attention timings), checked
+against the same arithmetic done here; no cuDNN line when its case failed,
+nor when the forward itself ran cuDNN's attention (the records say which
+engine ran).
 Usage: summary_estimate_test.py BENCH_DIR"""
 import json
 import os
@@ -13,6 +16,8 @@ import tempfile
 
 bench_dir = sys.argv[1]
 TOKENS, LAYERS = 44160, 36
+FLASH_MS, CUDNN_MS, SDPA_MS = 30.0, 20.0, 25.0  # one generation attention (bench_cuda's problem)
+FLASH_TFLOPS, BF16_CEILING = 335.0, 720.0
 
 
 def forward(impl, mode, layers, fixed, per_layer, attention=None):
@@ -23,20 +28,22 @@ def forward(impl, mode, layers, fixed, per_layer, attention=None):
     return record
 
 
-def records(cudnn_error=False, forward_attention=None):
+def records(cudnn_error=False, forward_attention=None, slow=1.0):
     ours = [{"impl": "stepmix", "bench": "forward_info", "hidden": 4096, "ffn": 12288, "heads": 32, "kv_heads": 8,
              "head_dim": 128},
             {"impl": "stepmix", "bench": "loop_step", "tokens": TOKENS, "ms": 2.0},
+            {"impl": "stepmix", "bench": "ceiling", "what": "bf16_gemm", "n": 8192, "tflops": BF16_CEILING - 20},
             {"impl": "stepmix", "bench": "attention", "variant": "flash 16 rows/warp", "q_rows": TOKENS,
-             "kv_rows": TOKENS + 300, "causal": False, "ms": 100.0, "tflops": 300.0}]
+             "kv_rows": TOKENS + 300, "causal": False, "ms": FLASH_MS, "tflops": FLASH_TFLOPS}]
     cudnn = {"impl": "stepmix", "bench": "attention", "variant": "cudnn sdpa", "q_rows": TOKENS,
              "kv_rows": TOKENS + 300, "causal": False}
-    cudnn.update({"optional": True, "error": "no engine"} if cudnn_error else {"ms": 60.0, "tflops": 500.0})
+    cudnn.update({"optional": True, "error": "no engine"} if cudnn_error else {"ms": CUDNN_MS, "tflops": FLASH_TFLOPS * FLASH_MS / CUDNN_MS})
     ours.append(cudnn)
-    peer = [{"impl": "torch", "bench": "attention", "variant": "SDPA default", "q_rows": TOKENS,
-             "kv_rows": TOKENS + 300, "causal": False, "ms": 80.0, "tflops": 375.0}]
+    peer = [{"impl": "torch", "bench": "ceiling", "what": "bf16_gemm", "n": 8192, "tflops": BF16_CEILING},
+            {"impl": "torch", "bench": "attention", "variant": "SDPA default", "q_rows": TOKENS,
+             "kv_rows": TOKENS + 300, "causal": False, "ms": SDPA_MS, "tflops": FLASH_TFLOPS * FLASH_MS / SDPA_MS}]
     for layers in (1, 4):
-        ours += [forward("stepmix", mode, layers, fixed, per_layer, forward_attention)
+        ours += [forward("stepmix", mode, layers, fixed, per_layer * slow, forward_attention)
                  for mode, fixed, per_layer in (("dense", 12.0, 70.0), ("w8a16", 11.0, 60.0), ("w8a8", 10.0, 50.0))]
         peer += [forward("torch", "dense", layers, 20.0, 60.0), forward("torch", "w8a16", layers, 21.0, 75.0),
                  forward("torch", "w8a8", layers, 22.0, 55.0)]
@@ -61,7 +68,7 @@ with tempfile.TemporaryDirectory() as tmp:
     estimate = summary["forward"]["estimate"]
     assert abs(estimate["stepmix_mixed_s"] - mixed_ms / 1000) < 1e-9, (estimate, mixed_ms)
     derived = estimate["with_cudnn_attention"]
-    saved = LAYERS * (100.0 - 60.0)
+    saved = LAYERS * (FLASH_MS - CUDNN_MS)
     assert derived["derived"] is True and abs(derived["saved_ms_per_forward"] - saved) < 1e-9, derived
     assert abs(derived["w8a8_forward_ms"] - (s8 - saved)) < 1e-9, derived
     assert abs(derived["stepmix_mixed_s"] - (mixed_ms - 70 * saved) / 1000) < 1e-9, derived
@@ -69,6 +76,32 @@ with tempfile.TemporaryDirectory() as tmp:
     want = "%.0f ms less per forward): W8A8 forward %.0f ms (%.2fx the PyTorch bf16 peer)" % (
         saved, s8 - saved, torch_dense / (s8 - saved))
     assert len(line) == 1 and want in line[0], (want, line, text)
+
+    # What it is made of: the flash kernel's attention (the forwards say no
+    # other engine), 70 forwards x 36 layers of it, and the rest.
+    breakdown, calls = estimate["breakdown"], 70 * LAYERS
+    attention_s = calls * FLASH_MS / 1000
+    rest_s = mixed_ms / 1000 - attention_s
+    needed = FLASH_TFLOPS * attention_s / (150 - rest_s)
+    assert breakdown["attention_engine"] == "flash" and abs(breakdown["attention_s"] - attention_s) < 1e-9, breakdown
+    assert abs(breakdown["rest_s"] - rest_s) < 1e-9 and abs(breakdown["attention_tflops_for_goal"] - needed) < 1e-9
+    assert abs(breakdown["attention_fraction_of_bf16_ceiling"] - FLASH_TFLOPS / BF16_CEILING) < 1e-12, breakdown
+    assert abs(breakdown["torch_attention_s"] - calls * SDPA_MS / 1000) < 1e-9, breakdown
+    want = ("made of: generation attention %.1f s (%.0f%%: %d calls of %.2f ms on flash, %.0f TFLOP/s, %.2f of the"
+            " bf16 GEMM ceiling), everything else %.1f s" % (attention_s, 100 * attention_s / (mixed_ms / 1000),
+                                                            calls, FLASH_MS, FLASH_TFLOPS,
+                                                            FLASH_TFLOPS / BF16_CEILING, rest_s))
+    assert want in text, (want, text)
+    want = "to meet 150 s with the rest unchanged, the attention needs %.0f TFLOP/s (%.2f of" % (
+        needed, needed / BF16_CEILING)
+    assert want in text, (want, text)
+
+    # Slower forwards whose rest alone is over the goal: no throughput meets it.
+    text, summary = summarize(*records(slow=3.0), tmp)
+    breakdown = summary["forward"]["estimate"]["breakdown"]
+    assert breakdown["rest_s"] >= 150 and breakdown["attention_tflops_for_goal"] is None, breakdown
+    assert "the 150 s goal is out of reach whatever the attention costs" in text, text
+    assert "the attention needs" not in text, text
 
     text, summary = summarize(*records(cudnn_error=True), tmp)
     assert "with_cudnn_attention" not in summary["forward"]["estimate"], summary["forward"]["estimate"]
@@ -87,4 +120,9 @@ with tempfile.TemporaryDirectory() as tmp:
     assert "generation-stream attention in these forwards: cudnn (" in text, text
     assert summary["forward"]["attention"] == ["cudnn"], summary["forward"]
     assert abs(summary["forward"]["estimate"]["stepmix_mixed_s"] - mixed_ms / 1000) < 1e-9
-print("ok: the full-size estimate, with cuDNN's attention derived for a flash forward and measured for a cuDNN one")
+    # The breakdown then takes cuDNN's attention record, the engine that ran.
+    breakdown = summary["forward"]["estimate"]["breakdown"]
+    assert breakdown["attention_engine"] == "cudnn", breakdown
+    assert abs(breakdown["attention_s"] - 70 * LAYERS * CUDNN_MS / 1000) < 1e-9, breakdown
+print("ok: the full-size estimate and what it is made of, with cuDNN's attention derived for a flash forward and"
+      " measured for a cuDNN one")
