@@ -26,7 +26,7 @@
 #      checkpoints of 1 and CUDA_CHECK_FORWARD_LAYERS layers, default 4,
 #      written under the build folder) and its PyTorch eager peer
 #      bench/cuda_peer_forward.py, at 44,160 and 1,024 vision tokens, dense /
-#      W8A16 / W8A8;
+#      W8A16 / W8A8, with one profiled forward per case (where its time goes);
 #   8. bench_cuda (ceilings, Linear, the flash kernel's attention) and its
 #      PyTorch peer bench/cuda_peer.py (python3 with torch) in the same run;
 #   9. bench/cuda_summary.py: the tables, ratios, targets, the mixed against

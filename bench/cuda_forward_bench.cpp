@@ -3,7 +3,7 @@
 // peer is bench/cuda_peer_forward.py).
 //
 //   bench_cuda_forward --dir DIR [--layers 1,4] [--tokens 44160,1024] [--text 300] [--reps 3] [--cfg-reps 1]
-//                      [--tiny]
+//                      [--profile 1] [--tiny]
 //
 // Nano's shape (hidden 4096, FFN 12288, 32 query / 8 KV heads, head_dim 128,
 // 48 latent channels, patch 2) with fewer layers: for each layer count, a
@@ -25,8 +25,12 @@
 // checkpoint), both towers at the mode. Then a CFG step both ways the loop
 // can run it ("cfg_step": the two passes as two calls, and as one batched
 // call over the one latent writing both velocities), the peak device memory
-// after it. Also the loop's own part of a step on the device at that latent
-// size (CFG combination and a UniPC update). One JSON object per line.
+// after it. Then where a warm forward's time goes ("forward_profile": one
+// forward on profiling_backend.hpp, each operation timed from an idle stream
+// to its completion: ms, calls and TFLOP/s per kind of operation; --profile
+// 0 leaves it out). Also the loop's own part of a step on the device at that
+// latent size (CFG combination and a UniPC update). One JSON object per
+// line.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -42,6 +46,7 @@
 #include "cuda_bench_cases.hpp"
 #include "backend/backend.hpp"
 #include "io/checkpoint.hpp"
+#include "profiling_backend.hpp"
 #include "kernels/cuda/cuda_device.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "model/transformer.hpp"
@@ -128,6 +133,7 @@ struct Options {
   int64_t text = 300;
   int reps = 3;
   int cfg_reps = 1;  // CFG steps timed each way (0: none)
+  bool profile = true;  // one profiled forward per case
   bool tiny = false;
 };
 
@@ -135,10 +141,40 @@ std::string model_folder(const Options& o, int64_t layers) {
   return o.dir + (o.tiny ? "/tiny-" : "/nano-") + std::to_string(layers) + "-layers";
 }
 
+// One warm forward on the profiler, turned on for it: a "forward_profile"
+// record, its "ms" the sum of the kinds' (each operation waited for), TFLOP/s
+// for the kinds that count FLOPs (Linears, attention, the timestep MLP).
+void profile_forward(ProfilingBackend& profiler, const std::function<void()>& forward, const std::string& mode_name,
+                     int64_t layers, int64_t tokens) {
+  profiler.reset();
+  profiler.set_enabled(true);
+  forward();
+  profiler.set_enabled(false);
+  std::string kinds;
+  double total_ms = 0;
+  for (const auto& [kind, t] : profiler.totals()) {
+    const double ms = 1e3 * t.seconds;
+    total_ms += ms;
+    char entry[200], rate[48] = "";
+    if (t.flops > 0 && t.seconds > 0) std::snprintf(rate, sizeof rate, ", \"tflops\": %.4g", t.flops / t.seconds / 1e12);
+    std::snprintf(entry, sizeof entry, "%s\"%s\": {\"ms\": %.3f, \"calls\": %lld%s}", kinds.empty() ? "" : ", ",
+                  kind.c_str(), ms, (long long)t.calls, rate);
+    kinds += entry;
+  }
+  std::printf("{\"impl\": \"stepmix\", \"bench\": \"forward_profile\", \"mode\": \"%s\", \"layers\": %lld, "
+              "\"tokens\": %lld, \"ms\": %.3f, \"profile\": {%s}}\n",
+              mode_name.c_str(), (long long)layers, (long long)tokens, total_ms, kinds.c_str());
+  std::fflush(stdout);
+}
+
 void time_model(const Options& o, int64_t layers, const std::string& mode_name, Precision mode) {
   const SyntheticModelShape shape = nano_shape(layers, o.tiny);
   const std::string folder = model_folder(o, layers) + (mode == Precision::BF16 ? "/bf16" : "/fp8");
-  Cosmos3Transformer model = Cosmos3Transformer::load(ModelDirectory::open(folder), WeightCache::None, cuda_backend());
+  // On the profiler, which only forwards (and never waits) until a profiled
+  // forward turns it on.
+  ProfilingBackend profiler(cuda_backend());
+  profiler.set_enabled(false);
+  Cosmos3Transformer model = Cosmos3Transformer::load(ModelDirectory::open(folder), WeightCache::None, profiler);
   const ForwardOptions options{mode, mode, ActivationDType::BF16};
   for (int64_t tokens : o.tokens) {
     ForwardInputs cond = nano_inputs(shape, tokens, o.text, 1), uncond = nano_inputs(shape, tokens, o.text, 2);
@@ -177,6 +213,7 @@ void time_model(const Options& o, int64_t layers, const std::string& mode_name, 
                 list(warm).c_str(), std::max(0.0, cold_ms - median(warm)), first_ms, cuda::peak_allocated_bytes(),
                 cuda::allocated_bytes(), cuda::attention_engine_name(cuda::attention_engine(generation)));
     std::fflush(stdout);
+    if (o.profile) profile_forward(profiler, [&] { forward(cond); }, mode_name, layers, tokens);
     // A CFG step as the denoising loop makes it: the two passes one after
     // the other, and both in one batched call writing their own velocities.
     if (o.cfg_reps == 0) continue;
@@ -287,10 +324,11 @@ int main(int argc, char** argv) {
     else if (a == "--text" && has_value) o.text = std::stoll(argv[++i]);
     else if (a == "--reps" && has_value) o.reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--cfg-reps" && has_value) o.cfg_reps = std::max(0, std::atoi(argv[++i]));
+    else if (a == "--profile" && has_value) o.profile = std::atoi(argv[++i]) != 0;
     else if (a == "--tiny") o.tiny = true;
     else {
       std::fprintf(stderr, "usage: bench_cuda_forward --dir DIR [--layers 1,4] [--tokens 44160,1024] [--text 300] "
-                           "[--reps 3] [--cfg-reps 1] [--tiny]\n");
+                           "[--reps 3] [--cfg-reps 1] [--profile 1] [--tiny]\n");
       return 2;
     }
   }

@@ -290,6 +290,50 @@ def cudnn_attention_estimate(ours, tokens, s8, mixed_ms, torch_dense, lines, sec
                                                    "stepmix_mixed_s": mixed_s, "derived": True}
 
 
+def forward_profile_section(ours, lines, summary):
+    """Where a forward's time goes (bench_cuda_forward "forward_profile"), per
+    token count at its largest profiled layer count: ms, share of the
+    profiled total and TFLOP/s of each kind of operation, per mode, beside
+    the unprofiled forward of the same case (the profiler waits for every
+    operation, so its total is a little more)."""
+    profiles = [r for r in ours if r.get("bench") == "forward_profile" and "profile" in r]
+    if not profiles:
+        return
+    lines.append("")
+    lines.append("where a forward's time goes (one warm forward, each operation waited for): ms, share, TFLOP/s")
+    modes = ("dense", "w8a16", "w8a8")
+    section = summary.setdefault("forward_profile", [])
+    for tokens in sorted({r["tokens"] for r in profiles}, reverse=True):
+        layers = max(r["layers"] for r in profiles if r["tokens"] == tokens)
+        by_mode = {r["mode"]: r for r in profiles if r["tokens"] == tokens and r["layers"] == layers}
+        kinds = sorted({k for r in by_mode.values() for k in r["profile"]},
+                       key=lambda k: -max(r["profile"].get(k, {}).get("ms", 0) for r in by_mode.values()))
+        lines.append("  %-22s%s" % ("%d tokens, %d layers" % (tokens, layers), "".join("%23s" % m for m in modes)))
+        for kind in kinds:
+            cells = ""
+            for mode in modes:
+                r = by_mode.get(mode)
+                entry = r["profile"].get(kind) if r else None
+                if entry is None:
+                    cells += "%23s" % "-"
+                    continue
+                share = entry["ms"] / r["ms"] if r["ms"] > 0 else 0
+                cells += "  %9.2f %4.0f%% %5s" % (entry["ms"], 100 * share, fmt(entry.get("tflops"), 5, 0))
+            lines.append("  %-22s%s" % (kind, cells))
+        totals = plain = ""
+        for mode in modes:
+            r = by_mode.get(mode)
+            unprofiled = pick(ours, bench="forward", mode=mode, tokens=tokens, layers=layers)
+            totals += "  %9.2f %11s" % (r["ms"], "") if r else "%23s" % "-"
+            plain += "  %9.2f %11s" % (unprofiled["ms"], "") if unprofiled and "ms" in unprofiled else "%23s" % "-"
+            if r:
+                section.append({"tokens": tokens, "layers": layers, "mode": mode, "ms": r["ms"],
+                                "unprofiled_ms": unprofiled.get("ms") if unprofiled else None,
+                                "profile": r["profile"]})
+        lines.append("  %-22s%s" % ("profiled total", totals))
+        lines.append("  %-22s%s" % ("unprofiled forward", plain))
+
+
 def cfg_step_section(ours, lines, summary):
     """A CFG step as two calls against one batched call (bench_cuda_forward "cfg_step")."""
     steps = [r for r in ours if r.get("bench") == "cfg_step"]
@@ -398,6 +442,7 @@ def main():
                                        "peer_missing": fastest is None})
 
     forward_section(ours, peer, lines, summary)
+    forward_profile_section(ours, lines, summary)
     cfg_step_section(ours, lines, summary)
 
     lines.append("")

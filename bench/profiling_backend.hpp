@@ -1,7 +1,13 @@
-// A Backend that forwards every operation to another one (the CPU backend)
-// and accounts for it: wall time, calls and FLOPs per kind of operation. The
-// transformer benchmark loads its model on it to say where a forward's time
-// goes (Linears, attention, norms, rotary, element-wise ops, copies).
+// A Backend that forwards every operation to another one and accounts for
+// it: wall time, calls and FLOPs per kind of operation. The transformer
+// benchmark (CPU) and the CUDA forward benchmark load their models on it to
+// say where a forward's time goes (Linears, attention, norms, rotary,
+// element-wise ops, copies). Each operation is timed from the moment the
+// inner backend has finished what was queued before it until it has finished
+// the operation itself (Backend::wait: a GPU backend's stream is drained on
+// both sides, so its queue no longer hides launch gaps, and the sum of the
+// kinds is a little over an unprofiled forward). set_enabled(false) forwards
+// without timing or waiting.
 //
 // FLOPs: 2·M·K·N per Linear output (what "2 · parameters · tokens" adds up
 // to), 4·D·heads per (query, visible key) pair of attention (q·k and w·v; a
@@ -15,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -49,6 +56,7 @@ class ProfilingBackend final : public Backend {
     totals_.clear();
     quantizations_.clear();
   }
+  void set_enabled(bool enabled) { enabled_ = enabled; }
 
   Device device() const override { return inner_.device(); }
   std::string describe() const override { return inner_.describe() + " (profiled)"; }
@@ -61,6 +69,18 @@ class ProfilingBackend final : public Backend {
   }
   void copy(void* dst, const void* src, std::size_t bytes) override {
     timed("copy", 0, [&] { inner_.copy(dst, src, bytes); });
+  }
+  void wait() override { inner_.wait(); }
+  // The inner backend's memory, as it reports and checks it.
+  std::size_t memory_held() const override { return inner_.memory_held(); }
+  std::size_t memory_peak() const override { return inner_.memory_peak(); }
+  void reset_memory_peak() override { inner_.reset_memory_peak(); }
+  std::optional<std::size_t> memory_free() const override { return inner_.memory_free(); }
+  void require_memory(const DeviceMemoryEstimate& estimate, const std::string& what) override {
+    inner_.require_memory(estimate, what);
+  }
+  void require_runnable(const Linear& linear, Precision precision) const override {
+    inner_.require_runnable(linear, precision);
   }
   const float* resident(const std::vector<float>& host) override { return inner_.resident(host); }
 
@@ -152,9 +172,15 @@ class ProfilingBackend final : public Backend {
  private:
   template <class Fn>
   void timed(const char* kind, double flops, const Fn& fn) {
+    if (!enabled_) {
+      fn();
+      return;
+    }
+    inner_.wait();
     const double cpu0 = process_cpu_seconds();
     const auto start = std::chrono::steady_clock::now();
     fn();
+    inner_.wait();
     OperationTotals& t = totals_[kind];
     t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     t.cpu_seconds += process_cpu_seconds() - cpu0;
@@ -171,6 +197,7 @@ class ProfilingBackend final : public Backend {
   }
 
   Backend& inner_;
+  bool enabled_ = true;
   std::map<std::string, OperationTotals> totals_;
   std::map<std::pair<int64_t, int64_t>, int64_t> quantizations_;
 };
@@ -182,7 +209,7 @@ int ProfilingBackend::linear_any(std::span<const Linear* const> ls, int64_t M, P
   int quantized = 0;
   const bool dense = !ls.front()->is_fp8();
   timed(dense ? "linear dense" : p == Precision::W8A8 ? "linear w8a8" : "linear w8a16", flops, [&] { quantized = fn(); });
-  if (quantized > 0) quantizations_[{M, ls.front()->in_features()}] += quantized;
+  if (quantized > 0 && enabled_) quantizations_[{M, ls.front()->in_features()}] += quantized;
   return quantized;
 }
 

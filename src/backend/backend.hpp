@@ -74,6 +74,11 @@ class Backend {
   virtual void upload(void* dst, const void* host, std::size_t bytes) = 0;
   virtual void download(void* host, const void* src, std::size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  // Returns once the operations queued so far have completed. The CPU's are
+  // complete when their calls return; a GPU backend queues them on its
+  // stream. Only a profiler needs it: the backend's copies to the host
+  // already wait for what came before them.
+  virtual void wait() {}
   // A small float32 host constant (norm weights) as the operations read it.
   // The host vector must outlive the backend's use of it (the model's
   // weights); the CPU returns host.data().

@@ -103,6 +103,7 @@ class CudaBackend final : public Backend {
     cuda::copy_to_host(host, src, bytes, stream());
   }
   void copy(void* dst, const void* src, std::size_t bytes) override { cuda::copy_device(dst, src, bytes, stream()); }
+  void wait() override { stream_.synchronize(); }
 
   const float* resident(const std::vector<float>& host) override {
     return resident_.get(host.data(), host.size(), stream());

@@ -3,7 +3,8 @@
 # SIMT emulator and the cuBLASLt model) at --tiny sizes, then its summary over
 # what they printed: every case runs and prints its record, every spot check
 # passes, the records carry the fields the summary reads, and the summary
-# makes its tables without a PyTorch peer (a target with no peer figure is
+# makes its tables (where a forward's time goes among them) without a
+# PyTorch peer (a target with no peer figure is
 # n/a, one whose stepmix case failed is a MISS); and the VAE decode benchmark of its
 # optional step (bench_vae --device cuda) on the tiny Wan2.2 golden VAE.
 # Timings are not looked at.
@@ -52,6 +53,18 @@ for mode in ("dense", "w8a16", "w8a8"):
         assert forward[0]["peak_device_bytes"] >= forward[0]["held_device_bytes"] > 0, forward[0]
         assert forward[0]["attention"] == "flash", forward[0]  # attention_bf16's default without cuDNN
         assert count(bench="cfg_step", mode=mode, layers=layers) == 1, (mode, layers)
+        # One profiled forward: a generation-stream attention per layer (the
+        # understanding K/V cached), the mode's Linears (q/k/v, o, gate/up and
+        # down: four calls a layer), its total the sum of its kinds.
+        profile = [r for r in records if r.get("bench") == "forward_profile" and r.get("mode") == mode
+                   and r.get("layers") == layers]
+        assert len(profile) == 1, (mode, layers)
+        kinds = profile[0]["profile"]
+        assert kinds["attention"]["calls"] == layers and kinds["attention"]["tflops"] > 0, kinds
+        if mode != "dense":
+            assert kinds["linear " + mode]["calls"] == 4 * layers and kinds["linear " + mode]["tflops"] > 0, kinds
+        assert abs(sum(k["ms"] for k in kinds.values()) - profile[0]["ms"]) < 1e-3 * (1 + len(kinds)), profile
+        assert "tflops" not in kinds["rms_norm"], kinds  # no FLOPs counted for it
 assert count(bench="loop_step", tokens=16) == 1
 EOF
 
@@ -62,6 +75,7 @@ for line in "^  stepmix  attention cudnn sdpa: .*not part of the CPU build.*(opt
   "^Nano-shaped forward (hidden 512, FFN 1536, 4/2 heads, head_dim 128)" "^ *16 w8a8 *| *1,2" \
   "mixed W8A16x3 / W8A8x29 / W8A16x3" "^  2 layers w8a16 *16 tokens: separate" "^  ok   flash 16 rows/warp" \
   "^  generation-stream attention in these forwards: flash (" \
+  "^where a forward's time goes" "^  16 tokens, 2 layers  *dense  *w8a16  *w8a8$" "^  linear w8a8  *- *- *[0-9.]* *[0-9]*%" \
   "^  n/a  attention flash 16 rows/warp >= 1.0x SDPA default"; do
   grep -q -- "$line" "$tmp/summary.txt" || fail "summary lacks $line"$'\n'"$(cat "$tmp/summary.txt")"
 done
