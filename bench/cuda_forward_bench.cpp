@@ -27,8 +27,8 @@
 // call over the one latent writing both velocities), the peak device memory
 // after it. Then where a warm forward's time goes ("forward_profile": one
 // forward on profiling_backend.hpp, each operation timed from an idle stream
-// to its completion: ms, calls and TFLOP/s per kind of operation; --profile
-// 0 leaves it out). Also the loop's own part of a step on the device at that
+// to its completion: ms, calls and TFLOP/s or TB/s per kind of operation;
+// --profile 0 leaves it out). Also the loop's own part of a step on the device at that
 // latent size (CFG combination and a UniPC update). One JSON object per
 // line.
 #include <algorithm>
@@ -143,7 +143,8 @@ std::string model_folder(const Options& o, int64_t layers) {
 
 // One warm forward on the profiler, turned on for it: a "forward_profile"
 // record, its "ms" the sum of the kinds' (each operation waited for), TFLOP/s
-// for the kinds that count FLOPs (Linears, attention, the timestep MLP).
+// for the kinds that count FLOPs (Linears, attention, the timestep MLP), TB/s
+// read + written for the memory-bound ones (norms, rotary, element-wise).
 void profile_forward(ProfilingBackend& profiler, const std::function<void()>& forward, const std::string& mode_name,
                      int64_t layers, int64_t tokens) {
   profiler.reset();
@@ -157,6 +158,8 @@ void profile_forward(ProfilingBackend& profiler, const std::function<void()>& fo
     total_ms += ms;
     char entry[200], rate[48] = "";
     if (t.flops > 0 && t.seconds > 0) std::snprintf(rate, sizeof rate, ", \"tflops\": %.4g", t.flops / t.seconds / 1e12);
+    else if (t.bytes > 0 && t.seconds > 0)
+      std::snprintf(rate, sizeof rate, ", \"tb_per_s\": %.4g", t.bytes / t.seconds / 1e12);
     std::snprintf(entry, sizeof entry, "%s\"%s\": {\"ms\": %.3f, \"calls\": %lld%s}", kinds.empty() ? "" : ", ",
                   kind.c_str(), ms, (long long)t.calls, rate);
     kinds += entry;

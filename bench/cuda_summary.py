@@ -290,17 +290,35 @@ def cudnn_attention_estimate(ours, tokens, s8, mixed_ms, torch_dense, lines, sec
                                                    "stepmix_mixed_s": mixed_s, "derived": True}
 
 
+def rate(entry, copy_ceiling):
+    """A profile entry's rate in five characters: its TFLOP/s, or the fraction
+    of the device copy's TB/s its bytes reach ("0.85c"), or its TB/s ("3.9TB")
+    with no ceiling."""
+    if entry.get("tflops") is not None:
+        return fmt(entry["tflops"], 5, 0)
+    if entry.get("tb_per_s") is not None:
+        if copy_ceiling:
+            return "%4.2fc" % (entry["tb_per_s"] / copy_ceiling)
+        return "%3.1fTB" % entry["tb_per_s"]
+    return fmt(None, 5, 0)
+
+
 def forward_profile_section(ours, lines, summary):
     """Where a forward's time goes (bench_cuda_forward "forward_profile"), per
     token count at its largest profiled layer count: ms, share of the
-    profiled total and TFLOP/s of each kind of operation, per mode, beside
+    profiled total and TFLOP/s (or, memory-bound, the fraction of the device
+    copy's TB/s) of each kind of operation, per mode, beside
     the unprofiled forward of the same case (the profiler waits for every
     operation, so its total is a little more)."""
     profiles = [r for r in ours if r.get("bench") == "forward_profile" and "profile" in r]
     if not profiles:
         return
     lines.append("")
-    lines.append("where a forward's time goes (one warm forward, each operation waited for): ms, share, TFLOP/s")
+    # The device copy's TB/s of the same run: the memory-bound kinds' ceiling.
+    ceiling = max([v for v in summary["ceilings"].get("device_copy", {}).values() if v is not None], default=None)
+    lines.append("where a forward's time goes (one warm forward, each operation waited for): ms, share, TFLOP/s of"
+                 " Linears and attention; for memory-bound kinds, the fraction c of the device copy's %s TB/s their"
+                 " bytes read + written reach" % fmt(ceiling, 1, 2))
     modes = ("dense", "w8a16", "w8a8")
     section = summary.setdefault("forward_profile", [])
     for tokens in sorted({r["tokens"] for r in profiles}, reverse=True):
@@ -318,7 +336,7 @@ def forward_profile_section(ours, lines, summary):
                     cells += "%23s" % "-"
                     continue
                 share = entry["ms"] / r["ms"] if r["ms"] > 0 else 0
-                cells += "  %9.2f %4.0f%% %5s" % (entry["ms"], 100 * share, fmt(entry.get("tflops"), 5, 0))
+                cells += "  %9.2f %4.0f%% %5s" % (entry["ms"], 100 * share, rate(entry, ceiling))
             lines.append("  %-22s%s" % (kind, cells))
         totals = plain = ""
         for mode in modes:

@@ -36,6 +36,7 @@ struct OperationTotals {
                            // on a machine other jobs share
   int64_t calls = 0;
   double flops = 0;
+  double bytes = 0;  // read + written, for the memory-bound kinds (none for Linears, attention, copies)
 };
 
 inline double process_cpu_seconds() {
@@ -109,44 +110,48 @@ class ProfilingBackend final : public Backend {
 
   void rms_norm(const float* x, int64_t rows, int64_t n, const float* w, float eps, NormKind kind,
                 float* out) override {
-    timed("rms_norm", 0, [&] { inner_.rms_norm(x, rows, n, w, eps, kind, out); });
+    timed("rms_norm", 0, [&] { inner_.rms_norm(x, rows, n, w, eps, kind, out); }, 8.0 * double(rows) * double(n));
   }
   void rms_norm(const float* x, int64_t rows, int64_t n, const float* w, float eps, NormKind kind,
                 uint16_t* out) override {
-    timed("rms_norm", 0, [&] { inner_.rms_norm(x, rows, n, w, eps, kind, out); });
+    timed("rms_norm", 0, [&] { inner_.rms_norm(x, rows, n, w, eps, kind, out); }, 6.0 * double(rows) * double(n));
   }
   void head_norm_rotary(float* x, int64_t rows, int64_t heads, int64_t d, const float* w, float eps, NormKind kind,
                         const float* cos, const float* sin) override {
-    timed("head_norm_rotary", 0, [&] { inner_.head_norm_rotary(x, rows, heads, d, w, eps, kind, cos, sin); });
+    timed("head_norm_rotary", 0, [&] { inner_.head_norm_rotary(x, rows, heads, d, w, eps, kind, cos, sin); },
+          rotary_bytes(rows, heads, d, sizeof *x));
   }
   void head_norm_rotary(uint16_t* x, int64_t rows, int64_t heads, int64_t d, const float* w, float eps,
                         NormKind kind, const float* cos, const float* sin) override {
-    timed("head_norm_rotary", 0, [&] { inner_.head_norm_rotary(x, rows, heads, d, w, eps, kind, cos, sin); });
+    timed("head_norm_rotary", 0, [&] { inner_.head_norm_rotary(x, rows, heads, d, w, eps, kind, cos, sin); },
+          rotary_bytes(rows, heads, d, sizeof *x));
   }
   void silu_gate(const float* g, const float* u, int64_t n, float* out) override {
-    timed("silu_gate", 0, [&] { inner_.silu_gate(g, u, n, out); });
+    timed("silu_gate", 0, [&] { inner_.silu_gate(g, u, n, out); }, 12.0 * double(n));
   }
   void silu_gate(const uint16_t* g, const uint16_t* u, int64_t n, uint16_t* out) override {
-    timed("silu_gate", 0, [&] { inner_.silu_gate(g, u, n, out); });
+    timed("silu_gate", 0, [&] { inner_.silu_gate(g, u, n, out); }, 6.0 * double(n));
   }
-  void relu_squared(float* x, int64_t n) override { timed("relu_squared", 0, [&] { inner_.relu_squared(x, n); }); }
+  void relu_squared(float* x, int64_t n) override {
+    timed("relu_squared", 0, [&] { inner_.relu_squared(x, n); }, 8.0 * double(n));
+  }
   void relu_squared(uint16_t* x, int64_t n) override {
-    timed("relu_squared", 0, [&] { inner_.relu_squared(x, n); });
+    timed("relu_squared", 0, [&] { inner_.relu_squared(x, n); }, 4.0 * double(n));
   }
   void add_to_residual(float* r, const float* y, int64_t n) override {
-    timed("residual_add", 0, [&] { inner_.add_to_residual(r, y, n); });
+    timed("residual_add", 0, [&] { inner_.add_to_residual(r, y, n); }, 12.0 * double(n));
   }
   void add_to_residual(float* r, const uint16_t* y, int64_t n) override {
-    timed("residual_add", 0, [&] { inner_.add_to_residual(r, y, n); });
+    timed("residual_add", 0, [&] { inner_.add_to_residual(r, y, n); }, 10.0 * double(n));
   }
   void add_row(float* x, int64_t rows, int64_t n, const float* row) override {
-    timed("residual_add", 0, [&] { inner_.add_row(x, rows, n, row); });
+    timed("residual_add", 0, [&] { inner_.add_row(x, rows, n, row); }, 8.0 * double(rows) * double(n));
   }
   void widen_bf16(const uint16_t* x, int64_t n, float* out) override {
-    timed("bf16_conversion", 0, [&] { inner_.widen_bf16(x, n, out); });
+    timed("bf16_conversion", 0, [&] { inner_.widen_bf16(x, n, out); }, 6.0 * double(n));
   }
   void round_to_bf16(const float* x, int64_t n, uint16_t* out) override {
-    timed("bf16_conversion", 0, [&] { inner_.round_to_bf16(x, n, out); });
+    timed("bf16_conversion", 0, [&] { inner_.round_to_bf16(x, n, out); }, 6.0 * double(n));
   }
   void patchify(const float* latent, const PatchGrid& grid, float* patches) override {
     timed("copies", 0, [&] { inner_.patchify(latent, grid, patches); });
@@ -170,8 +175,9 @@ class ProfilingBackend final : public Backend {
   }
 
  private:
+  // `bytes`: what the operation reads and writes (its operands once each).
   template <class Fn>
-  void timed(const char* kind, double flops, const Fn& fn) {
+  void timed(const char* kind, double flops, const Fn& fn, double bytes = 0) {
     if (!enabled_) {
       fn();
       return;
@@ -186,11 +192,16 @@ class ProfilingBackend final : public Backend {
     t.cpu_seconds += process_cpu_seconds() - cpu0;
     t.calls += 1;
     t.flops += flops;
+    t.bytes += bytes;
   }
 
   template <class Fn>
   int linear_any(std::span<const Linear* const> ls, int64_t M, Precision p, const Fn& fn);
 
+  // x [rows, heads, D] read and written, cos and sin [rows, D] float32 read.
+  static double rotary_bytes(int64_t rows, int64_t heads, int64_t d, std::size_t element) {
+    return double(rows) * double(d) * (2.0 * double(heads) * double(element) + 8.0);
+  }
   static double attention_flops(const AttentionProblem& p) {
     const double pairs = p.causal ? double(p.q_rows) * double(p.q_rows + 1) / 2 : double(p.q_rows) * double(p.kv_rows);
     return 4.0 * pairs * double(p.head_dim) * double(p.q_heads);

@@ -64,7 +64,8 @@ for mode in ("dense", "w8a16", "w8a8"):
         if mode != "dense":
             assert kinds["linear " + mode]["calls"] == 4 * layers and kinds["linear " + mode]["tflops"] > 0, kinds
         assert abs(sum(k["ms"] for k in kinds.values()) - profile[0]["ms"]) < 1e-3 * (1 + len(kinds)), profile
-        assert "tflops" not in kinds["rms_norm"], kinds  # no FLOPs counted for it
+        # Memory-bound: no FLOPs counted, its bytes' rate instead.
+        assert "tflops" not in kinds["rms_norm"] and kinds["rms_norm"]["tb_per_s"] > 0, kinds
 assert count(bench="loop_step", tokens=16) == 1
 EOF
 
@@ -76,6 +77,7 @@ for line in "^  stepmix  attention cudnn sdpa: .*not part of the CPU build.*(opt
   "mixed W8A16x3 / W8A8x29 / W8A16x3" "^  2 layers w8a16 *16 tokens: separate" "^  ok   flash 16 rows/warp" \
   "^  generation-stream attention in these forwards: flash (" \
   "^where a forward's time goes" "^  16 tokens, 2 layers  *dense  *w8a16  *w8a8$" "^  linear w8a8  *- *- *[0-9.]* *[0-9]*%" \
+  "^  rms_norm  *[0-9.]* *[0-9]*% [0-9]\.[0-9][0-9]c  *[0-9.]* *[0-9]*% [0-9]\.[0-9][0-9]c" \
   "^  n/a  attention flash 16 rows/warp >= 1.0x SDPA default"; do
   grep -q -- "$line" "$tmp/summary.txt" || fail "summary lacks $line"$'\n'"$(cat "$tmp/summary.txt")"
 done
