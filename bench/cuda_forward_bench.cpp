@@ -28,9 +28,9 @@
 // after it. Then where a warm forward's time goes ("forward_profile": one
 // forward on profiling_backend.hpp, each operation timed from an idle stream
 // to its completion: ms, calls and TFLOP/s or TB/s per kind of operation;
-// --profile 0 leaves it out). Also the loop's own part of a step on the device at that
-// latent size (CFG combination and a UniPC update). One JSON object per
-// line.
+// --profile 0 leaves it out). Also the loop's own part of a step on the
+// device at that latent size (CFG combination and a UniPC update). One JSON
+// object per line.
 #include <algorithm>
 #include <array>
 #include <chrono>

@@ -1,13 +1,14 @@
 // A Backend that forwards every operation to another one and accounts for
-// it: wall time, calls and FLOPs per kind of operation. The transformer
-// benchmark (CPU) and the CUDA forward benchmark load their models on it to
-// say where a forward's time goes (Linears, attention, norms, rotary,
-// element-wise ops, copies). Each operation is timed from the moment the
-// inner backend has finished what was queued before it until it has finished
-// the operation itself (Backend::wait: a GPU backend's stream is drained on
-// both sides, so its queue no longer hides launch gaps, and the sum of the
-// kinds is a little over an unprofiled forward). set_enabled(false) forwards
-// without timing or waiting.
+// it: wall time, calls, FLOPs and (for the memory-bound kinds) bytes read and
+// written per kind of operation. The transformer benchmark (CPU) and the CUDA
+// forward benchmark load their models on it to say where a forward's time
+// goes (Linears, attention, norms, rotary, element-wise ops, copies). Each
+// operation is timed from the moment the inner backend has finished what was
+// queued before it until it has finished the operation itself
+// (Backend::wait: a GPU backend's stream is drained on both sides, so its
+// queue no longer hides launch gaps, and the sum of the kinds is a little
+// over an unprofiled forward). set_enabled(false) forwards without timing or
+// waiting.
 //
 // FLOPs: 2·M·K·N per Linear output (what "2 · parameters · tokens" adds up
 // to), 4·D·heads per (query, visible key) pair of attention (q·k and w·v; a
