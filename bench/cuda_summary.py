@@ -192,6 +192,15 @@ def forward_section(ours, peer, lines, summary):
                            "mixed_over_all_w8a8": overhead}
     summary["targets"].append({"target": "mixed schedule <= 3%% over all-W8A8 (35 steps, %d layers, fitted)"
                                          % NANO_LAYERS, "value": overhead, "met": overhead <= 0.03})
+    linear_extra = w8a16_linear_extra_ms(ours, big)
+    if linear_extra is not None:
+        # The policy's own price: its 6 W8A16 steps run their Linears as bf16
+        # GEMMs (FP8 weights decoded, bf16 activations) where W8A8 runs FP8.
+        share = 12 * linear_extra / all8_ms
+        lines.append("  of that, the W8A16 Linears (bf16 GEMMs where W8A8 runs FP8 ones, %.0f ms more a forward at %d"
+                     " layers, from the forward profile) make %+.1f%%" % (linear_extra, NANO_LAYERS, 100 * share))
+        section["schedule"]["w8a16_linear_extra_ms_per_forward"] = linear_extra
+        section["schedule"]["w8a16_linears_over_all_w8a8"] = share
     torch_s = None
     if torch_dense is not None:
         torch_prefill = at_layers(fitted(peer, "torch", "dense", big, "prefill_ms"), NANO_LAYERS) or 0.0
@@ -211,6 +220,26 @@ def forward_section(ours, peer, lines, summary):
                                "value": mixed_ms / 1000, "met": mixed_ms / 1000 <= GOAL_S})
     estimate_breakdown(ours, peer, big, mixed_ms, torch_s, summary, lines, section)
     cudnn_attention_estimate(ours, big, s8, mixed_ms, torch_dense, lines, section)
+
+
+def w8a16_linear_extra_ms(ours, tokens):
+    """How much longer a forward's Linears take at W8A16 than at W8A8, at
+    Nano's layer count: the forward profiles' Linear kinds at the largest
+    layer count both modes were profiled at, per layer, times 36 (None
+    without both profiles)."""
+    profiles = {}
+    for r in ours:
+        if r.get("bench") == "forward_profile" and r.get("tokens") == tokens and r.get("mode") in ("w8a16", "w8a8"):
+            profiles.setdefault(r["layers"], {})[r["mode"]] = r["profile"]
+    both = [layers for layers, modes in profiles.items() if len(modes) == 2]
+    if not both:
+        return None
+    layers = max(both)
+
+    def linear_ms(profile):
+        return sum(entry["ms"] for kind, entry in profile.items() if kind.startswith("linear"))
+    modes = profiles[layers]
+    return (linear_ms(modes["w8a16"]) - linear_ms(modes["w8a8"])) / layers * NANO_LAYERS
 
 
 def estimate_breakdown(ours, peer, tokens, mixed_ms, torch_s, summary, lines, section):

@@ -1,12 +1,13 @@
 """bench/cuda_summary.py at the full 720p size on synthetic records: the
 Nano-shaped forward fitted to 36 layers, the 35-step schedule, the estimate,
-what the estimate is made of (the generation attention on the engine the
-forwards ran, the rest, the attention throughput the goal needs, or that the
-rest alone misses it), and the estimate with cuDNN's attention in place of
-the flash kernel (derived from bench_cuda's attention timings), checked
-against the same arithmetic done here; no cuDNN line when its case failed,
-nor when the forward itself ran cuDNN's attention (the records say which
-engine ran).
+the W8A16 Linears' share of the mixed schedule's overhead (from the forward
+profiles), what the estimate is made of (the generation attention on the
+engine the forwards ran, the rest, the attention throughput the goal needs,
+or that the rest alone misses it), and the estimate with cuDNN's attention
+in place of the flash kernel (derived from bench_cuda's attention timings),
+checked against the same arithmetic done here; no cuDNN line when its case
+failed, nor when the forward itself ran cuDNN's attention (the records say
+which engine ran).
 Usage: summary_estimate_test.py BENCH_DIR"""
 import json
 import os
@@ -18,6 +19,7 @@ bench_dir = sys.argv[1]
 TOKENS, LAYERS = 44160, 36
 FLASH_MS, CUDNN_MS, SDPA_MS = 30.0, 20.0, 25.0  # one generation attention (bench_cuda's problem)
 FLASH_TFLOPS, BF16_CEILING = 335.0, 720.0
+W8A16_LINEAR_MS, W8A8_LINEAR_MS = 14.0, 9.0  # a layer's Linears in the forward profiles
 
 
 def forward(impl, mode, layers, fixed, per_layer, attention=None):
@@ -43,6 +45,12 @@ def records(cudnn_error=False, forward_attention=None, slow=1.0):
             {"impl": "torch", "bench": "attention", "variant": "SDPA default", "q_rows": TOKENS,
              "kv_rows": TOKENS + 300, "causal": False, "ms": SDPA_MS, "tflops": FLASH_TFLOPS * FLASH_MS / SDPA_MS}]
     for layers in (1, 4):
+        # Profiles of one forward: only the Linears' ms are read here.
+        ours += [{"impl": "stepmix", "bench": "forward_profile", "mode": mode, "layers": layers, "tokens": TOKENS,
+                  "ms": 0.0, "profile": {"linear " + mode: {"ms": linear * layers, "calls": 4 * layers},
+                                         "linear dense": {"ms": 1.0, "calls": 2},
+                                         "attention": {"ms": FLASH_MS * layers, "calls": layers}}}
+                 for mode, linear in (("w8a16", W8A16_LINEAR_MS), ("w8a8", W8A8_LINEAR_MS))]
         ours += [forward("stepmix", mode, layers, fixed, per_layer * slow, forward_attention)
                  for mode, fixed, per_layer in (("dense", 12.0, 70.0), ("w8a16", 11.0, 60.0), ("w8a8", 10.0, 50.0))]
         peer += [forward("torch", "dense", layers, 20.0, 60.0), forward("torch", "w8a16", layers, 21.0, 75.0),
@@ -76,6 +84,17 @@ with tempfile.TemporaryDirectory() as tmp:
     want = "%.0f ms less per forward): W8A8 forward %.0f ms (%.2fx the PyTorch bf16 peer)" % (
         saved, s8 - saved, torch_dense / (s8 - saved))
     assert len(line) == 1 and want in line[0], (want, line, text)
+
+    # The mixed schedule's own price: the W8A16 Linears' extra over W8A8,
+    # per layer from the profiles at 4 layers, at 36 layers, 12 forwards.
+    all8_ms = 35 * (2 * s8 + 2.0) + 2 * prefill
+    extra = (W8A16_LINEAR_MS - W8A8_LINEAR_MS) * LAYERS
+    schedule = summary["forward"]["schedule"]
+    assert abs(schedule["w8a16_linear_extra_ms_per_forward"] - extra) < 1e-9, schedule
+    assert abs(schedule["w8a16_linears_over_all_w8a8"] - 12 * extra / all8_ms) < 1e-12, schedule
+    want = "of that, the W8A16 Linears (bf16 GEMMs where W8A8 runs FP8 ones, %.0f ms more a forward at 36 layers," \
+           " from the forward profile) make %+.1f%%" % (extra, 100 * 12 * extra / all8_ms)
+    assert want in text, (want, text)
 
     # What it is made of: the flash kernel's attention (the forwards say no
     # other engine), 70 forwards x 36 layers of it, and the rest.
