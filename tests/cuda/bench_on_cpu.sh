@@ -74,7 +74,8 @@ EOF
 for line in "^  stepmix  attention cudnn sdpa: .*not part of the CPU build.*(optional: not counted)$" \
   "^device: SIMT emulator" "^linear, TFLOP/s" "^ *48 *128 *384 |" "^  stepmix  flash 32 rows/warp 64 keys" \
   "^Nano-shaped forward (hidden 512, FFN 1536, 4/2 heads, head_dim 128)" "^ *16 w8a8 *| *1,2" \
-  "mixed W8A16x3 / W8A8x29 / W8A16x3" "^  2 layers w8a16 *16 tokens: separate" "^  ok   flash 16 rows/warp" \
+  "mixed W8A16x3 / W8A8x29 / W8A16x3" "^  of that, the W8A16 Linears (bf16 GEMMs where W8A8 runs FP8 ones, " \
+  "^  2 layers w8a16 *16 tokens: separate" "^  ok   flash 16 rows/warp" \
   "^  generation-stream attention in these forwards: flash (" \
   "^where a forward's time goes" "^  16 tokens, 2 layers  *dense  *w8a16  *w8a8$" "^  linear w8a8  *- *- *[0-9.]* *[0-9]*%" \
   "^  rms_norm  *[0-9.]* *[0-9]*% [0-9]\.[0-9][0-9]c  *[0-9.]* *[0-9]*% [0-9]\.[0-9][0-9]c" \
