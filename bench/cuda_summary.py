@@ -247,9 +247,9 @@ def estimate_breakdown(ours, peer, tokens, mixed_ms, torch_s, summary, lines, se
     (70 forwards x 36 layers of bench_cuda's attention problem, on the engine
     the W8A8 forwards ran) and the rest, beside the PyTorch peer's SDPA
     default in its own estimate; and the attention throughput the rest would
-    leave for the estimate to meet its goal. The attention has no FP8 form in
-    the step policy (it is bf16 at every step), so when the estimate misses
-    the goal these are the figures that say what bounds it."""
+    leave for the estimate to meet its goal. The step policy quantizes
+    Linears only (the attention is bf16 at every step), so when the estimate
+    misses the goal these are the figures that say what bounds it."""
     engines = {r.get("attention", "flash") for r in ours if r.get("bench") == "forward" and r.get("mode") == "w8a8"
                and r.get("tokens") == tokens and "ms" in r}
     if len(engines) != 1 or next(iter(engines)) not in ENGINE_VARIANT:
@@ -336,9 +336,9 @@ def forward_profile_section(ours, lines, summary):
     """Where a forward's time goes (bench_cuda_forward "forward_profile"), per
     token count at its largest profiled layer count: ms, share of the
     profiled total and TFLOP/s (or, memory-bound, the fraction of the device
-    copy's TB/s) of each kind of operation, per mode, beside
-    the unprofiled forward of the same case (the profiler waits for every
-    operation, so its total is a little more)."""
+    copy's TB/s) of each kind of operation, per mode, beside the unprofiled
+    forward of the same case (the profiler waits for every operation, so its
+    total is a little more)."""
     profiles = [r for r in ours if r.get("bench") == "forward_profile" and "profile" in r]
     if not profiles:
         return
