@@ -45,18 +45,24 @@
 # summary.json.
 # Bounded to CUDA_CHECK_SECONDS (default 450) in all; every step has its own
 # timeout, cut to what is left. Exit: 0 everything passed, 1 a step failed,
-# 3 no usable GPU (after the build).
+# 2 a CUDA_CHECK_STEPS it does not know, 3 no usable GPU (after the build).
+# A rerun after a fix, on a fresh GPU machine with a few minutes left, can
+# run the build and only some of the steps after it: CUDA_CHECK_STEPS=tests
+# (say) instead of all of 5-11; the summary runs on what they wrote. Without
+# the cudnn step, attention_bf16 keeps its default (or STEPMIX_CUDA_ATTENTION
+# as the caller set it).
 #
 # usage: bash bench/cuda-device-check.sh [OUT_DIR]     (from anywhere)
 #        bash bench/cuda-device-check.sh --prepare     (download .deps/debs here, with apt)
 # env:   CUDA_CHECK_BUILD (build folder, default build-cuda-check), CUDA_CHECK_SECONDS,
 #        CUDA_CHECK_QUICK=1 (small benchmark shapes), CUDA_CHECK_JOBS (build jobs, default nproc),
-#        CUDA_CHECK_FORWARD_LAYERS (the larger layer count of the forward benchmark, default 4)
+#        CUDA_CHECK_FORWARD_LAYERS (the larger layer count of the forward benchmark, default 4),
+#        CUDA_CHECK_STEPS (all, or a comma list of cudnn tests generate forward kernels vae sanitizer)
 # The steps' functions are called through step/local_step, and the bash -c
 # bodies are single-quoted on purpose (their $1... are the arguments after _).
 # shellcheck disable=SC2016,SC2317
 set -uo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"  # also when sourced (tests)
 root="$(dirname "$here")"
 deps="$root/.deps"
 build="${CUDA_CHECK_BUILD:-$root/build-cuda-check}"
@@ -64,6 +70,25 @@ jobs="${CUDA_CHECK_JOBS:-$(nproc)}"
 quick=()
 [[ "${CUDA_CHECK_QUICK:-0}" == 1 ]] && quick=(--quick)
 forward_layers="${CUDA_CHECK_FORWARD_LAYERS:-4}"
+# The steps after the build (5-8, 10, 11 above: the summary always runs).
+known_steps=(cudnn tests generate forward kernels vae sanitizer)
+steps="${CUDA_CHECK_STEPS:-all}"
+wanted() { [[ "$steps" == all || ",$steps," == *",$1,"* ]]; }
+check_steps() {  # an unknown name is refused before anything runs
+  [[ "$steps" == all ]] && return 0
+  local name names=0
+  for name in ${steps//,/ }; do
+    names=$((names + 1))
+    if [[ " ${known_steps[*]} " != *" $name "* ]]; then
+      echo "CUDA_CHECK_STEPS: unknown step '$name' (expected all, or a comma list of: ${known_steps[*]})" >&2
+      return 2
+    fi
+  done
+  if ((names == 0)); then
+    echo "CUDA_CHECK_STEPS: '$steps' names no step (expected all, or a comma list of: ${known_steps[*]})" >&2
+    return 2
+  fi
+}
 # Debian packages the configure step needs beyond CMake, a C++ compiler and
 # the CUDA toolkit: the project's find_package()s and pkg-config modules
 # (scripts/setup.sh installs the same by name), the shared libraries they
@@ -278,7 +303,7 @@ configure_arguments() {
 }
 
 main() {
-  local out="$1" status=0
+  local out="$1"
   echo "== cuda device check: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
   local_step "environment" environment
   local_step "dependencies" dependencies || { echo "DEPENDENCIES FAILED"; return 1; }
@@ -297,34 +322,57 @@ main() {
     echo "== no GPU: stopping after the build ($(sed -n 's/.*"reason": "\([^"]*\)".*/\1/p' <<<"$device"))"
     return 3
   fi
+  after_build "$out" "$bench"
+}
+
+# Steps 5-11, those CUDA_CHECK_STEPS selects, on the GPU; the summary always.
+# Exit status as main's. tests/cuda/device_check_steps_test.sh sources this
+# script and runs it against stand-ins of the programs.
+after_build() {  # out, bench_cuda
+  local out="$1" bench="$2" status=0
   # A list left by an earlier run in this build folder would send the
   # sanitizer step to tests that passed this time.
   rm -f "$build/Testing/Temporary/LastTestsFailed.log"
   : >"$out/stepmix.jsonl"
   : >"$out/torch.jsonl"
-  cudnn_step "$bench" "$out"
+  [[ "$steps" != all ]] && echo "steps after the build: $steps (CUDA_CHECK_STEPS)"
+  if wanted cudnn; then
+    cudnn_step "$bench" "$out"
+  else
+    echo "cuDNN attention step not selected: attention_bf16's choice is STEPMIX_CUDA_ATTENTION=${STEPMIX_CUDA_ATTENTION:-auto}"
+  fi
   local tests_failed=0
-  step 120 "ctest -L cuda" bash -c 'cd "$1" && ctest -L "^cuda\$" -j 8 --output-on-failure --timeout 100 >"$2/ctest.log" 2>&1; rc=$?; tail -25 "$2/ctest.log"; exit $rc' _ "$build" "$out" ||
-    { status=1; tests_failed=1; }
-  step 60 "generate on both devices" env CUDA_CHECK_PEER_LD_LIBRARY_PATH="$system_ld_library_path" bash "$here/cuda_generate_check.sh" "$build/stepmix" "$root/models/fashion-cosmos3-fp8" "$out/generate.json" ||
-    status=1
+  if wanted tests; then
+    step 120 "ctest -L cuda" bash -c 'cd "$1" && ctest -L "^cuda\$" -j 8 --output-on-failure --timeout 100 >"$2/ctest.log" 2>&1; rc=$?; tail -25 "$2/ctest.log"; exit $rc' _ "$build" "$out" ||
+      { status=1; tests_failed=1; }
+  fi
+  if wanted generate; then
+    step 60 "generate on both devices" env CUDA_CHECK_PEER_LD_LIBRARY_PATH="$system_ld_library_path" bash "$here/cuda_generate_check.sh" "$build/stepmix" "$root/models/fashion-cosmos3-fp8" "$out/generate.json" ||
+      status=1
+  fi
   # The forward first: kernel timings exist without it, the Nano estimate not.
   local forward_tokens="44160,1024"
   [[ ${#quick[@]} -gt 0 ]] && forward_tokens="4096,1024"
-  step 150 "Nano-shaped forward (stepmix)" bash -c 'set -o pipefail; "$1" --dir "$2" --layers "1,$3" --tokens "$4" | tee -a "$5/stepmix.jsonl"' _ "$build/bench/bench_cuda_forward" "$build/nano-checkpoints" "$forward_layers" "$forward_tokens" "$out" ||
-    status=1
-  step 100 "Nano-shaped forward (PyTorch peer)" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_peer_forward.py" --layers "1,$2" --tokens "$3" | tee -a "$4/torch.jsonl"' _ "$here" "$forward_layers" "$forward_tokens" "$out" ||
-    status=1
-  step 90 "bench_cuda" bash -c 'set -o pipefail; "$1" --info --ceilings --linear --attention "${@:3}" | tee -a "$2/stepmix.jsonl"' _ "$bench" "$out" "${quick[@]}" ||
-    status=1
-  step 90 "PyTorch peer" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_peer.py" --ceilings --linear --attention "${@:3}" | tee -a "$2/torch.jsonl"' _ "$here" "$out" "${quick[@]}" ||
-    status=1
+  if wanted forward; then
+    step 150 "Nano-shaped forward (stepmix)" bash -c 'set -o pipefail; "$1" --dir "$2" --layers "1,$3" --tokens "$4" | tee -a "$5/stepmix.jsonl"' _ "$build/bench/bench_cuda_forward" "$build/nano-checkpoints" "$forward_layers" "$forward_tokens" "$out" ||
+      status=1
+    step 100 "Nano-shaped forward (PyTorch peer)" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_peer_forward.py" --layers "1,$2" --tokens "$3" | tee -a "$4/torch.jsonl"' _ "$here" "$forward_layers" "$forward_tokens" "$out" ||
+      status=1
+  fi
+  if wanted kernels; then
+    step 90 "bench_cuda" bash -c 'set -o pipefail; "$1" --info --ceilings --linear --attention "${@:3}" | tee -a "$2/stepmix.jsonl"' _ "$bench" "$out" "${quick[@]}" ||
+      status=1
+    step 90 "PyTorch peer" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_peer.py" --ceilings --linear --attention "${@:3}" | tee -a "$2/torch.jsonl"' _ "$here" "$out" "${quick[@]}" ||
+      status=1
+  fi
   reserve=0
   step 20 "summary" env LD_LIBRARY_PATH="$system_ld_library_path" bash -c 'set -o pipefail; python3 "$1/cuda_summary.py" "$2/stepmix.jsonl" "$2/torch.jsonl" "$2/summary.json" | tee "$2/summary.txt"' _ "$here" "$out" ||
     status=1
   # The diagnosis comes before the VAE timing when a CUDA test failed.
-  ((tests_failed)) && sanitizer_step "$out"
-  if ((deadline - SECONDS >= 60)); then
+  ((tests_failed)) && wanted sanitizer && sanitizer_step "$out"
+  if ! wanted vae; then
+    :
+  elif ((deadline - SECONDS >= 60)); then
     # Optional: a failure or timeout here is reported, not counted.
     step 120 "VAE decode (stepmix and PyTorch)" env PYTHONUNBUFFERED=1 \
       CUDA_CHECK_PEER_LD_LIBRARY_PATH="$system_ld_library_path" bash "$here/cuda_vae_check.sh" "$build" ||
@@ -333,7 +381,7 @@ main() {
     echo
     echo "######## VAE decode (stepmix and PyTorch): not run ($((deadline - SECONDS)) s left; it is optional)"
   fi
-  ((tests_failed)) || sanitizer_step "$out"
+  ((tests_failed)) || ! wanted sanitizer || sanitizer_step "$out"
   # A spot check of an optional case (cuDNN's attention) is reported, not counted.
   grep '"pass": false' "$out/stepmix.jsonl" 2>/dev/null | grep -qv '"optional": true' &&
     { echo "a bench_cuda spot check FAILED"; status=1; }
@@ -343,10 +391,13 @@ main() {
   return "$status"
 }
 
+# Sourced (by the tests): the functions and settings only.
+[[ "${BASH_SOURCE[0]}" != "$0" ]] && return 0
 case "${1:-}" in
   --prepare) prepare; exit $? ;;
-  -h | --help) sed -n '2,48p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,60p' "$0"; exit 0 ;;
 esac
+check_steps || exit 2
 out="${1:-$root/bench/results/cuda-device}"
 mkdir -p "$out" || exit 1
 out="$(cd "$out" && pwd)"
