@@ -27,12 +27,18 @@ Linears by mode:
 Timing: CUDA events around whole forwards on GPU-resident inputs (the peer
 never copies the latent to or from the host; stepmix's timings include
 those copies), median of `reps` after one warm-up; the understanding prefill
-timed on its own. One JSON object per line.
+timed on its own. Then one more forward, profiled ("forward_profile", as
+bench_cuda_forward's): each operation timed from an idle GPU to its
+completion (torch.cuda.synchronize on both sides), ms and calls per kind
+(the Linears of the mode with their quantize or decode, attention, norms,
+q/k norm with rotary, SiLU-gate, residual adds, copies...). One JSON object
+per line.
 """
 import argparse
 import json
 import math
 import sys
+import time
 
 from cuda_peer import ieee_float32_matmul  # bench/, the script's own folder
 
@@ -42,6 +48,24 @@ FP8_MAX = 448.0
 
 def emit(record):
     print(json.dumps(record), flush=True)
+
+
+# kind -> [ms, calls] while a profiled forward runs; None for the timed ones.
+PROFILE = None
+
+
+def op(torch, kind, fn, *args):
+    """fn(*args), timed into PROFILE under `kind` when a profile is on."""
+    if PROFILE is None:
+        return fn(*args)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    result = fn(*args)
+    torch.cuda.synchronize()
+    entry = PROFILE.setdefault(kind, [0.0, 0])
+    entry[0] += 1000.0 * (time.perf_counter() - start)
+    entry[1] += 1
+    return result
 
 
 def latent_of(tokens):
@@ -69,6 +93,9 @@ class Linear:
         self.s_x = torch.tensor(8.0 / FP8_MAX, device="cuda")  # the synthetic checkpoint's static input_scale
 
     def __call__(self, x):
+        return op(self.torch, "linear " + self.mode, self.apply, x)
+
+    def apply(self, x):
         torch, F = self.torch, self.torch.nn.functional
         if self.mode == "dense":
             return F.linear(x, self.w, self.bias)
@@ -123,24 +150,30 @@ class Peer:
     def attend(self, s, h, cos, sin, cached_kv, causal):
         torch, F = self.torch, self.torch.nn.functional
         n = h.shape[0]
-        q = rms_norm(torch, s.q(h).view(n, HQ, D), s.norm_q)
-        k = rms_norm(torch, s.k(h).view(n, HKV, D), s.norm_k)
+
+        def norm_rotary(x, weight):
+            x = rms_norm(torch, x, weight)
+            return x * cos + rotate_half(torch, x) * sin
+        q = op(torch, "head_norm_rotary", norm_rotary, s.q(h).view(n, HQ, D), s.norm_q)
+        k = op(torch, "head_norm_rotary", norm_rotary, s.k(h).view(n, HKV, D), s.norm_k)
         v = s.v(h).view(n, HKV, D)
-        q = q * cos + rotate_half(torch, q) * sin
-        k = k * cos + rotate_half(torch, k) * sin
         if cached_kv is not None:
-            k = torch.cat((cached_kv[0], k), 0)
-            v = torch.cat((cached_kv[1], v), 0)
-        o = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
-                                           is_causal=causal, enable_gqa=True)
-        return o[0].transpose(0, 1).reshape(n, HQ * D), (k, v)
+            k = op(torch, "copies", torch.cat, (cached_kv[0], k), 0)
+            v = op(torch, "copies", torch.cat, (cached_kv[1], v), 0)
+
+        def attention(q, k, v):
+            o = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k.transpose(0, 1)[None],
+                                               v.transpose(0, 1)[None], is_causal=causal, enable_gqa=True)
+            return o[0].transpose(0, 1).reshape(n, HQ * D)
+        return op(torch, "attention", attention, q, k, v), (k, v)
 
     def block(self, s, x, cos, sin, cached_kv, causal):
-        F = self.torch.nn.functional
-        o, kv = self.attend(s, rms_norm(self.torch, x, s.norm_in), cos, sin, cached_kv, causal)
-        x = x + s.o(o)
-        h = rms_norm(self.torch, x, s.norm_post)
-        return x + s.down(F.silu(s.gate(h)) * s.up(h)), kv
+        torch, F = self.torch, self.torch.nn.functional
+        o, kv = self.attend(s, op(torch, "rms_norm", rms_norm, torch, x, s.norm_in), cos, sin, cached_kv, causal)
+        x = op(torch, "residual_add", torch.add, x, s.o(o))
+        h = op(torch, "rms_norm", rms_norm, torch, x, s.norm_post)
+        gated = op(torch, "silu_gate", lambda g, u: F.silu(g) * u, s.gate(h), s.up(h))
+        return op(torch, "residual_add", torch.add, x, s.down(gated)), kv
 
     def prefill(self, ids):  # the understanding stream: its K/V per layer
         torch = self.torch
@@ -155,21 +188,26 @@ class Peer:
     def forward(self, latent, kvs, L):
         torch, F = self.torch, self.torch.nn.functional
         _, _, T, H, W = latent.shape
-        lat = F.pad(latent.to(torch.bfloat16), (0, (-W) % P, 0, (-H) % P))
-        Hp, Wp = lat.shape[3] // P, lat.shape[4] // P
-        patches = lat[0].reshape(C, T, Hp, P, Wp, P).permute(1, 2, 4, 3, 5, 0).reshape(T * Hp * Wp, P * P * C)
-        x = self.proj_in(patches)
-        freqs = torch.exp(-math.log(10000.0) * torch.arange(128, device="cuda", dtype=torch.float32) / 128)
-        angles = torch.tensor([0.5], device="cuda")[:, None] * freqs[None, :]
-        sinusoid = torch.cat((angles.cos(), angles.sin()), -1)
-        temb = F.linear(F.silu(F.linear(sinusoid, *self.time_1)), *self.time_2).to(torch.bfloat16)
-        x = x + temb
+        Hp, Wp = (H + (-H) % P) // P, (W + (-W) % P) // P
+
+        def patchify(latent):
+            lat = F.pad(latent.to(torch.bfloat16), (0, (-W) % P, 0, (-H) % P))
+            return lat[0].reshape(C, T, Hp, P, Wp, P).permute(1, 2, 4, 3, 5, 0).reshape(T * Hp * Wp, P * P * C)
+        x = self.proj_in(op(torch, "copies", patchify, latent))
+
+        def timestep():
+            freqs = torch.exp(-math.log(10000.0) * torch.arange(128, device="cuda", dtype=torch.float32) / 128)
+            angles = torch.tensor([0.5], device="cuda")[:, None] * freqs[None, :]
+            sinusoid = torch.cat((angles.cos(), angles.sin()), -1)
+            return F.linear(F.silu(F.linear(sinusoid, *self.time_1)), *self.time_2).to(torch.bfloat16)
+        x = op(torch, "residual_add", torch.add, x, op(torch, "timestep_mlp", timestep))
         positions = L + 15000 + torch.arange(x.shape[0], device="cuda", dtype=torch.float32) / (Hp * Wp)
-        cos, sin = self.rope(positions)
+        cos, sin = op(torch, "rotary_tables", self.rope, positions)
         for (_, gen), kv in zip(self.layers, kvs):
             x, _ = self.block(gen, x, cos, sin, kv, False)
-        out = self.proj_out(rms_norm(torch, x, self.norm_out))
-        return out.float().reshape(T, Hp, Wp, P, P, C).permute(5, 0, 1, 3, 2, 4).reshape(1, C, T, Hp * P, Wp * P)
+        out = self.proj_out(op(torch, "rms_norm", rms_norm, torch, x, self.norm_out))
+        return op(torch, "copies", lambda out: out.float().reshape(T, Hp, Wp, P, P, C).permute(5, 0, 1, 3, 2, 4)
+                  .reshape(1, C, T, Hp * P, Wp * P), out)
 
 
 def time_ms(torch, fn, reps):
@@ -182,6 +220,19 @@ def time_ms(torch, fn, reps):
         end.synchronize()
         samples.append(start.elapsed_time(end))
     return sorted(samples)[len(samples) // 2], samples
+
+
+def profiled_forward(torch, forward, mode, layers, tokens):
+    """One forward with PROFILE on: its "forward_profile" record."""
+    global PROFILE
+    PROFILE = {}
+    try:
+        forward()
+        profile = {kind: {"ms": ms, "calls": calls} for kind, (ms, calls) in sorted(PROFILE.items())}
+    finally:
+        PROFILE = None
+    return {"impl": "torch", "bench": "forward_profile", "mode": mode, "layers": layers, "tokens": tokens,
+            "ms": sum(entry["ms"] for entry in profile.values()), "profile": profile}
 
 
 def main():
@@ -231,6 +282,7 @@ def main():
                         emit({"impl": "torch", "bench": "forward", "mode": mode, "layers": layers, "tokens": tokens,
                               "text": args.text, "ms": ms, "samples": samples, "prefill_ms": prefill_ms,
                               "peak_device_bytes": torch.cuda.max_memory_allocated()})
+                        emit(profiled_forward(torch, one, mode, layers, tokens))
                     except Exception as error:  # e.g. out of memory: reported, the rest still runs
                         emit({"impl": "torch", "bench": "forward", "mode": mode, "layers": layers, "tokens": tokens,
                               "error": str(error)[:300]})

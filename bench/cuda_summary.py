@@ -332,22 +332,28 @@ def rate(entry, copy_ceiling):
     return fmt(None, 5, 0)
 
 
-def forward_profile_section(ours, lines, summary):
-    """Where a forward's time goes (bench_cuda_forward "forward_profile"), per
-    token count at its largest profiled layer count: ms, share of the
-    profiled total and TFLOP/s (or, memory-bound, the fraction of the device
-    copy's TB/s) of each kind of operation, per mode, beside the unprofiled
-    forward of the same case (the profiler waits for every operation, so its
+def forward_profile_section(records, impl, lines, summary):
+    """Where a forward's time goes ("forward_profile" records of `impl`:
+    bench_cuda_forward's, or the PyTorch peer's), per token count at its
+    largest profiled layer count: ms, share of the profiled total and (where
+    the record has them) TFLOP/s or, memory-bound, the fraction of the device
+    copy's TB/s of each kind of operation, per mode, beside the unprofiled
+    forward of the same case (each operation is waited for, so the profiled
     total is a little more)."""
-    profiles = [r for r in ours if r.get("bench") == "forward_profile" and "profile" in r]
+    profiles = [r for r in records if r.get("bench") == "forward_profile" and r.get("impl") == impl
+                and "profile" in r]
     if not profiles:
         return
     lines.append("")
     # The device copy's TB/s of the same run: the memory-bound kinds' ceiling.
     ceiling = max([v for v in summary["ceilings"].get("device_copy", {}).values() if v is not None], default=None)
-    lines.append("where a forward's time goes (one warm forward, each operation waited for): ms, share, TFLOP/s of"
-                 " Linears and attention; for memory-bound kinds, the fraction c of the device copy's %s TB/s their"
-                 " bytes read + written reach" % fmt(ceiling, 1, 2))
+    if impl == "stepmix":
+        lines.append("where a forward's time goes (one warm forward, each operation waited for): ms, share, TFLOP/s"
+                     " of Linears and attention; for memory-bound kinds, the fraction c of the device copy's %s TB/s"
+                     " their bytes read + written reach" % fmt(ceiling, 1, 2))
+    else:
+        lines.append("where the PyTorch peer's forward's time goes (the same way: each operation waited for): ms,"
+                     " share")
     modes = ("dense", "w8a16", "w8a8")
     section = summary.setdefault("forward_profile", [])
     for tokens in sorted({r["tokens"] for r in profiles}, reverse=True):
@@ -370,11 +376,12 @@ def forward_profile_section(ours, lines, summary):
         totals = plain = ""
         for mode in modes:
             r = by_mode.get(mode)
-            unprofiled = pick(ours, bench="forward", mode=mode, tokens=tokens, layers=layers)
+            unprofiled = pick([r for r in records if r.get("impl") == impl], bench="forward", mode=mode,
+                              tokens=tokens, layers=layers)
             totals += "  %9.2f %11s" % (r["ms"], "") if r else "%23s" % "-"
             plain += "  %9.2f %11s" % (unprofiled["ms"], "") if unprofiled and "ms" in unprofiled else "%23s" % "-"
             if r:
-                section.append({"tokens": tokens, "layers": layers, "mode": mode, "ms": r["ms"],
+                section.append({"impl": impl, "tokens": tokens, "layers": layers, "mode": mode, "ms": r["ms"],
                                 "unprofiled_ms": unprofiled.get("ms") if unprofiled else None,
                                 "profile": r["profile"]})
         lines.append("  %-22s%s" % ("profiled total", totals))
@@ -489,7 +496,8 @@ def main():
                                        "peer_missing": fastest is None})
 
     forward_section(ours, peer, lines, summary)
-    forward_profile_section(ours, lines, summary)
+    forward_profile_section(ours, "stepmix", lines, summary)
+    forward_profile_section(peer, "torch", lines, summary)
     cfg_step_section(ours, lines, summary)
 
     lines.append("")

@@ -13,7 +13,9 @@ documented rules, each rule checked at every call:
   equal to the query heads, or dividing them with enable_gqa;
 - torch.float8_e4m3fn: bf16 stands in (the peers clamp to ±448 before the cast).
 Every case must print its record without an error, and the calls above must
-have been made. Timings mean nothing. Exit 77 (skipped) without PyTorch.
+have been made; the forward peer's profiles must hold what each forward runs,
+and the summary must tabulate them. Timings mean nothing. Exit 77 (skipped)
+without PyTorch.
 
   python3 tests/cuda/peers_on_cpu.py BENCH_DIR
 """
@@ -21,7 +23,10 @@ import contextlib
 import io
 import json
 import math
+import os
+import subprocess
 import sys
+import tempfile
 import time
 import types
 
@@ -123,7 +128,8 @@ def run(module, argv):
 
 
 def main():
-    sys.path.insert(0, sys.argv[1])
+    bench_dir = sys.argv[1]  # run() sets sys.argv for the peers
+    sys.path.insert(0, bench_dir)
     torch, attention = cuda_torch()
     sys.modules["torch"], sys.modules["torch.nn.attention"] = torch, attention
     import cuda_peer
@@ -149,8 +155,28 @@ def main():
     for mode in ("dense", "w8a16", "w8a8"):
         for layers in (1, 2):
             assert count(bench="forward", mode=mode, layers=layers, tokens=16) == 1, (mode, layers)
+            # Its profiled forward: a generation attention a layer, the seven
+            # Linears of a layer at the mode, the kinds adding up to the total.
+            profile = [r for r in records if r.get("bench") == "forward_profile" and r.get("mode") == mode
+                       and r.get("layers") == layers]
+            assert len(profile) == 1, (mode, layers)
+            kinds = profile[0]["profile"]
+            assert kinds["attention"]["calls"] == layers, kinds
+            assert kinds["linear " + mode]["calls"] == 7 * layers + (2 if mode == "dense" else 0), kinds
+            assert abs(sum(k["ms"] for k in kinds.values()) - profile[0]["ms"]) < 1e-9, profile
     assert all(r["ms"] > 0 for r in records if r.get("bench") == "forward")
     assert calls["_scaled_mm"] > 0 and calls["scaled_dot_product_attention"] > 0, calls
+    # The summary's table of the peer's profiles (no stepmix records here).
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [os.path.join(tmp, name) for name in ("stepmix.jsonl", "torch.jsonl", "summary.json")]
+        open(paths[0], "w").close()
+        with open(paths[1], "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in records))
+        text = subprocess.run([sys.executable, os.path.join(bench_dir, "cuda_summary.py")] + paths, check=True,
+                              capture_output=True, text=True).stdout
+        table = text[text.index("where the PyTorch peer's forward's time goes"):]
+        assert "\n  16 tokens, 2 layers " in table and "\n  linear w8a8 " in table, text
+        assert [e["impl"] for e in json.load(open(paths[2]))["forward_profile"]] == ["torch"] * 3, paths[2]
     print("ok: %d peer records at --tiny sizes on PyTorch %s (CPU); calls %s" % (len(records), real.__version__,
                                                                                  calls))
     return 0
