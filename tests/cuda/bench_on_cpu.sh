@@ -4,9 +4,9 @@
 # what they printed: every case runs and prints its record, every spot check
 # passes, the records carry the fields the summary reads, and the summary
 # makes its tables (where a forward's time goes among them) without a
-# PyTorch peer (a target with no peer figure is
-# n/a, one whose stepmix case failed is a MISS); and the VAE decode benchmark of its
-# optional step (bench_vae --device cuda) on the tiny Wan2.2 golden VAE.
+# PyTorch peer (a target with no peer figure is n/a, one whose stepmix case
+# failed is a MISS); and the VAE decode benchmark of its optional step
+# (bench_vae --device cuda) on the tiny Wan2.2 golden VAE.
 # Timings are not looked at.
 # $1 = bench_cuda_on_cpu, $2 = bench_cuda_forward_on_cpu, $3 = bench_vae_on_cpu, $4 = bench/, $5 = tests/data.
 set -u
