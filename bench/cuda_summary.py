@@ -90,6 +90,19 @@ def fitted(records, impl, mode, tokens, key="ms", only=None):
     return t0 - per_layer * l0, per_layer, [l0, l1]
 
 
+def best_ceiling(summary, what):
+    """The higher of the two sides' ceiling `what` in this run (None without either)."""
+    return max([v for v in summary["ceilings"].get(what, {}).values() if v is not None], default=None)
+
+
+def w8a8_attention_engines(ours, tokens):
+    """The engines the W8A8 forwards at `tokens` ran their generation-stream
+    attention on (bench_cuda_forward's "attention"; a record without one
+    predates the choice: the flash kernel)."""
+    return {r.get("attention", "flash") for r in ours if r.get("bench") == "forward" and r.get("mode") == "w8a8"
+            and r.get("tokens") == tokens and "ms" in r}
+
+
 def at_layers(fit, layers):
     return fit[0] + fit[1] * layers if fit else None
 
@@ -250,8 +263,7 @@ def estimate_breakdown(ours, peer, tokens, mixed_ms, torch_s, summary, lines, se
     leave for the estimate to meet its goal. The step policy quantizes
     Linears only (the attention is bf16 at every step), so when the estimate
     misses the goal these are the figures that say what bounds it."""
-    engines = {r.get("attention", "flash") for r in ours if r.get("bench") == "forward" and r.get("mode") == "w8a8"
-               and r.get("tokens") == tokens and "ms" in r}
+    engines = w8a8_attention_engines(ours, tokens)
     if len(engines) != 1 or next(iter(engines)) not in ENGINE_VARIANT:
         return
     engine = next(iter(engines))
@@ -261,22 +273,18 @@ def estimate_breakdown(ours, peer, tokens, mixed_ms, torch_s, summary, lines, se
     calls = 70 * NANO_LAYERS
     attention_s = calls * attention["ms"] / 1000
     rest_s = mixed_ms / 1000 - attention_s
-    ceilings = [v for v in summary["ceilings"].get("bf16_gemm", {}).values() if v is not None]
-    ceiling = max(ceilings, default=None)
+    ceiling = best_ceiling(summary, "bf16_gemm")
     # TFLOP/s at the goal: the same work (the record's TFLOP/s x its time) in
     # what the rest leaves of the goal.
-    tflops_now = attention.get("tflops")
-    needed = (tflops_now * attention_s / (GOAL_S - rest_s)) if tflops_now and rest_s < GOAL_S else None
+    tflops = attention.get("tflops")
+    needed = (tflops * attention_s / (GOAL_S - rest_s)) if tflops and rest_s < GOAL_S else None
     breakdown = {"attention_engine": engine, "attention_ms_per_layer": attention["ms"], "attention_s": attention_s,
-                 "rest_s": rest_s, "attention_share": attention_s / (mixed_ms / 1000),
-                 "attention_tflops": attention.get("tflops"),
-                 "attention_fraction_of_bf16_ceiling": ratio(attention.get("tflops"), ceiling),
-                 "attention_tflops_for_goal": needed}
+                 "rest_s": rest_s, "attention_share": attention_s / (mixed_ms / 1000), "attention_tflops": tflops,
+                 "attention_fraction_of_bf16_ceiling": ratio(tflops, ceiling), "attention_tflops_for_goal": needed}
     lines.append("  made of: generation attention %.1f s (%.0f%%: %d calls of %.2f ms on %s, %s TFLOP/s, %s of the"
                  " bf16 GEMM ceiling), everything else %.1f s" % (
                      attention_s, 100 * breakdown["attention_share"], calls, attention["ms"], engine,
-                     fmt(attention.get("tflops"), 1, 0), fmt(breakdown["attention_fraction_of_bf16_ceiling"], 1, 2),
-                     rest_s))
+                     fmt(tflops, 1, 0), fmt(breakdown["attention_fraction_of_bf16_ceiling"], 1, 2), rest_s))
     if rest_s >= GOAL_S:
         lines.append("  everything but the attention already takes %.1f s: the %.0f s goal is out of reach whatever"
                      " the attention costs" % (rest_s, GOAL_S))
@@ -301,9 +309,7 @@ def cudnn_attention_estimate(ours, tokens, s8, mixed_ms, torch_dense, lines, sec
     forward ran the flash kernel (attention_bf16 prefers cuDNN's where it
     can: then the forward itself measured it).
     """
-    w8a8 = [r for r in ours if r.get("bench") == "forward" and r.get("mode") == "w8a8" and r.get("tokens") == tokens
-            and "ms" in r]
-    if any(r.get("attention", "flash") != "flash" for r in w8a8):
+    if w8a8_attention_engines(ours, tokens) - {"flash"}:
         return  # the forward measured cuDNN's attention (or not the flash kernel's): nothing to derive
     flash = pick(ours, bench="attention", variant=ENGINE_VARIANT["flash"], causal=False)
     cudnn = pick(ours, bench="attention", variant=ENGINE_VARIANT["cudnn"], causal=False)
@@ -346,7 +352,7 @@ def forward_profile_section(records, impl, lines, summary):
         return
     lines.append("")
     # The device copy's TB/s of the same run: the memory-bound kinds' ceiling.
-    ceiling = max([v for v in summary["ceilings"].get("device_copy", {}).values() if v is not None], default=None)
+    ceiling = best_ceiling(summary, "device_copy")
     if impl == "stepmix":
         lines.append("where a forward's time goes (one warm forward, each operation waited for): ms, share, TFLOP/s"
                      " of Linears and attention; for memory-bound kinds, the fraction c of the device copy's %s TB/s"
@@ -420,12 +426,10 @@ def main():
     lines.append("")
     n = (pick(ours, bench="ceiling", what="bf16_gemm") or pick(peer, bench="ceiling", what="bf16_gemm") or {}).get("n")
     lines.append("ceilings (same run): TFLOP/s of an %s^3 GEMM, TB/s of a device copy (read + write)" % (n or "n"))
-    ceiling = {}
     for what in ("bf16_gemm", "fp8_gemm", "device_copy"):
         a, b = pick(ours, bench="ceiling", what=what), pick(peer, bench="ceiling", what=what)
         key = "tb_per_s" if what == "device_copy" else "tflops"
         va, vb = (a or {}).get(key), (b or {}).get(key)
-        ceiling[what] = max([v for v in (va, vb) if v is not None], default=None)
         summary["ceilings"][what] = {"stepmix": va, "torch": vb}
         lines.append("  %-12s stepmix %s   torch %s" % (what, fmt(va, 7, 1), fmt(vb, 7, 1)))
 
@@ -444,8 +448,8 @@ def main():
                "w8a8_over_linear": ratio(s["W8A8"], t["F.linear bf16"]),
                "w8a8_quant_over_scaled_mm_quant": ratio(s["W8A8+quantize"], t["_scaled_mm+quantize"]),
                "bf16_over_linear": ratio(s["BF16"], t["F.linear bf16"]),
-               "w8a8_fraction_of_fp8_ceiling": ratio(s["W8A8"], ceiling.get("fp8_gemm")),
-               "bf16_fraction_of_bf16_ceiling": ratio(s["BF16"], ceiling.get("bf16_gemm"))}
+               "w8a8_fraction_of_fp8_ceiling": ratio(s["W8A8"], best_ceiling(summary, "fp8_gemm")),
+               "bf16_fraction_of_bf16_ceiling": ratio(s["BF16"], best_ceiling(summary, "bf16_gemm"))}
         summary["linear"].append(row)
         lines.append("  %5d %5d %5d | %s %s %s %s %s | %s %s %s | %s %s %s | %s %s" % (
             m, k, n, fmt(s["W8A8"]), fmt(s["W8A8+quantize"]), fmt(s["W8A16"]), fmt(s["W8A16 cached"]),
