@@ -75,6 +75,17 @@ def ieee_float32_matmul(torch):
         matmul.allow_tf32 = False
 
 
+def sdpa_choice(torch, q, k, v):
+    """The backend SDPA's default picks for non-causal GQA q, k, v [B, H, S, D]
+    (cuDNN's or FlashAttention's kernels on sm_90, by version), or why it is
+    not known."""
+    try:
+        from torch.nn.attention import SDPBackend
+        return SDPBackend(int(torch._fused_sdp_choice(q, k, v, enable_gqa=True))).name
+    except Exception as error:
+        return "unknown (%s)" % str(error)[:80]
+
+
 def uniform(torch, shape, low, high, dtype, seed):
     g = torch.Generator(device="cuda")
     g.manual_seed(seed)
@@ -159,10 +170,7 @@ def attention(torch, args):
     reps = max(3, args.reps // 3)
     from torch.nn.attention import SDPBackend, sdpa_kernel
     record = {"impl": "torch", "bench": "attention", "variant": "SDPA default", **shape}
-    try:  # which backend the default picks (cuDNN's or FlashAttention's kernels on sm_90, by version)
-        record["backend"] = SDPBackend(int(torch._fused_sdp_choice(q, k, v, enable_gqa=True))).name
-    except Exception as error:
-        record["backend"] = "unknown (%s)" % str(error)[:80]
+    record["backend"] = sdpa_choice(torch, q, k, v)
     # A failure (e.g. a fallback to the math backend that does not fit) is recorded.
     measure(torch, record, lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), reps, flop)
     k_full, v_full = None, None

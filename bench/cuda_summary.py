@@ -171,6 +171,11 @@ def forward_section(ours, peer, lines, summary):
         lines.append("  generation-stream attention in these forwards: %s (attention_bf16's choice, "
                      "STEPMIX_CUDA_ATTENTION)" % ", ".join(engines))
         section["attention"] = engines
+    # The peer's: which SDPA backend its default picked for the same problem.
+    backends = sorted({r["sdpa_backend"] for r in peer if r.get("bench") == "forward" and r.get("sdpa_backend")})
+    if backends:
+        lines.append("  the PyTorch peer's generation-stream SDPA: %s (its default's choice)" % ", ".join(backends))
+        section["torch_sdpa_backends"] = backends
     # (failed forward cases are listed under "cases that failed")
     big = max(tokens_seen)
     s8, s16 = at36.get((big, "w8a8"), (None, None))[0], at36.get((big, "w8a16"), (None, None))[0]

@@ -20,6 +20,7 @@ without PyTorch.
   python3 tests/cuda/peers_on_cpu.py BENCH_DIR
 """
 import contextlib
+import enum
 import io
 import json
 import math
@@ -77,6 +78,15 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     return (s.softmax(-1) @ v).to(q.dtype)
 
 
+def fused_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                     enable_gqa=False):
+    """SDPA's backend choice: the operands' rules as above; cuDNN's, what
+    PyTorch 2.11 with cuDNN 9.19 picks on sm_90 (SDPBackend.CUDNN_ATTENTION)."""
+    assert query.dim() == key.dim() == value.dim() == 4 and key.shape == value.shape, (query.shape, key.shape)
+    assert key.shape[1] == query.shape[1] or (enable_gqa and query.shape[1] % key.shape[1] == 0), enable_gqa
+    return 3
+
+
 class Event:
     def __init__(self, enable_timing=False):
         self.at = None
@@ -98,6 +108,7 @@ def cuda_torch():
         setattr(torch, name, on_cpu(getattr(real, name)))
     torch.float8_e4m3fn = real.bfloat16
     torch._scaled_mm = scaled_mm
+    torch._fused_sdp_choice = fused_sdp_choice
     functional = types.SimpleNamespace(**{n: getattr(real.nn.functional, n) for n in dir(real.nn.functional)})
     functional.scaled_dot_product_attention = scaled_dot_product_attention
     torch.nn = types.SimpleNamespace(functional=functional)
@@ -112,7 +123,8 @@ def cuda_torch():
     torch.__version__ = real.__version__
     torch.__getattr__ = lambda name: getattr(real, name)
     attention = types.ModuleType("torch.nn.attention")
-    attention.SDPBackend = types.SimpleNamespace(FLASH_ATTENTION=1, CUDNN_ATTENTION=2, EFFICIENT_ATTENTION=3)
+    attention.SDPBackend = enum.IntEnum("SDPBackend", [("ERROR", -1), ("MATH", 0), ("FLASH_ATTENTION", 1),
+                                                       ("EFFICIENT_ATTENTION", 2), ("CUDNN_ATTENTION", 3)])
     attention.sdpa_kernel = lambda backend: contextlib.nullcontext()
     return torch, attention
 
@@ -152,9 +164,12 @@ def main():
     for variant in ("SDPA default", "SDPA flash", "SDPA cudnn", "SDPA efficient"):
         assert count(bench="attention", variant=variant, q_rows=70, kv_rows=90, causal=False) == 1, variant
     assert count(bench="attention", variant="SDPA default", q_rows=20, causal=True) == 1
+    # Which backend SDPA's default picked, in the kernel peer and in every forward.
+    assert count(bench="attention", variant="SDPA default", q_rows=70, backend="CUDNN_ATTENTION") == 1
     for mode in ("dense", "w8a16", "w8a8"):
         for layers in (1, 2):
-            assert count(bench="forward", mode=mode, layers=layers, tokens=16) == 1, (mode, layers)
+            assert count(bench="forward", mode=mode, layers=layers, tokens=16,
+                         sdpa_backend="CUDNN_ATTENTION") == 1, (mode, layers)
             # Its profiled forward: a generation attention a layer, the seven
             # Linears of a layer at the mode, the kinds adding up to the total.
             profile = [r for r in records if r.get("bench") == "forward_profile" and r.get("mode") == mode
@@ -176,6 +191,7 @@ def main():
                               capture_output=True, text=True).stdout
         table = text[text.index("where the PyTorch peer's forward's time goes"):]
         assert "\n  16 tokens, 2 layers " in table and "\n  linear w8a8 " in table, text
+        assert "\n  the PyTorch peer's generation-stream SDPA: CUDNN_ATTENTION (its default's choice)\n" in text, text
         assert [e["impl"] for e in json.load(open(paths[2]))["forward_profile"]] == ["torch"] * 3, paths[2]
     print("ok: %d peer records at --tiny sizes on PyTorch %s (CPU); calls %s" % (len(records), real.__version__,
                                                                                  calls))
