@@ -5,7 +5,9 @@
 # cuDNN step keeps attention_bf16's default when its spot check passes, and
 # without that step the choice is what the caller set; a name the script does
 # not know, or a list that names none, is refused with exit 2 before anything
-# runs or is written. Only which steps ran is looked at: the stand-ins make
+# runs or is written; under a tight budget the forward's steps leave the
+# kernel benchmarks their time. Only which steps ran (and, there, their
+# timeouts) is looked at: the stand-ins make
 # the others fail, as they would without a GPU.
 # $1 = bench/
 set -u
@@ -76,6 +78,23 @@ run kernels kernels,sanitizer flash
 ran kernels "bench_cuda" "PyTorch peer" "summary" "compute-sanitizer (memcheck, racecheck)"
 grep -q "^cuDNN attention step not selected: attention_bf16's choice is STEPMIX_CUDA_ATTENTION=flash$" \
   "$tmp/kernels.log" || fail "kernels: the attention choice"$'\n'"$(cat "$tmp/kernels.log")"
+
+# A tight budget: the forward's steps leave the kernel benchmarks 80 s (and
+# the summary its 15 s), which still get their own caps when the forward is quick.
+mkdir -p "$tmp/tight"
+(
+  unset CUDA_CHECK_STEPS STEPMIX_CUDA_ATTENTION
+  export CUDA_CHECK_BUILD="$build" CUDA_CHECK_SECONDS=200 CUDA_CHECK_STEPS=forward,kernels
+  # shellcheck disable=SC1090
+  source "$script" || exit 1
+  after_build "$tmp/tight" "$build/bench/bench_cuda"
+) >"$tmp/tight.log" 2>&1
+limit() { sed -n "s/^######## $1 (timeout \([0-9]*\)s)\$/\1/p" "$tmp/tight.log"; }
+forward="$(limit "Nano-shaped forward (stepmix)")"
+[[ -n "$forward" ]] && ((forward + 80 + 15 <= 200 && forward >= 90)) ||
+  fail "tight: the forward's timeout '$forward' does not leave 80 s"$'\n'"$(cat "$tmp/tight.log")"
+[[ "$(limit "bench_cuda")" == 90 && "$(limit "PyTorch peer")" == 90 ]] ||
+  fail "tight: the kernel benchmarks' timeouts"$'\n'"$(cat "$tmp/tight.log")"
 
 # Refused before anything runs: no output folder, no build folder.
 for steps in "tests,gpu" ","; do
