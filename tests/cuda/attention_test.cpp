@@ -141,7 +141,8 @@ INSTANTIATE_TEST_SUITE_P(RaggedShapes, CudaAttention, ::testing::ValuesIn(ragged
 
 // cuDNN's fused attention, where this machine runs it (a GPU and cuDNN
 // 9.13.1 or newer; the CPU build skips): held to the flash kernel's bounds on
-// every non-causal ragged shape (the only problems it takes), and given them
+// every non-causal ragged shape (the only problems it takes; where the flash
+// kernel has no head dim, a shape cuDNN has no engine for is noted), and given them
 // by attention_bf16 under STEPMIX_CUDA_ATTENTION=cudnn. Two tests, not one
 // per shape: each test process pays cuDNN's start-up and its plans.
 class CudaCudnnAttention : public CudaTest {
@@ -159,10 +160,20 @@ TEST_F(CudaCudnnAttention, EveryNonCausalShapeMeetsTheFlashBounds) {
     const AttentionProblem p = c.problem();
     if (p.causal) continue;
     const AttentionOperands o = make_attention_operands(p);
-    const std::vector<uint16_t> cudnn =
-        run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
-          cuda::attention_cudnn_bf16(p, q, k, v, out, nullptr);
-        });
+    std::vector<uint16_t> cudnn;
+    try {
+      cudnn = run_on_device(p, o, [](const AttentionProblem& p, auto q, auto k, auto v, auto out) {
+        cuda::attention_cudnn_bf16(p, q, k, v, out, nullptr);
+      });
+    } catch (const std::exception& e) {
+      // The tiny test models' head dims, which the flash kernel lacks, reach
+      // cuDNN only under STEPMIX_CUDA_ATTENTION=cudnn, where this error is
+      // what the user gets: cuDNN's engines need not cover them. Any other
+      // head dim is one attention_bf16 gives cuDNN by default.
+      if (cuda::attention_flash_supported(p)) throw;
+      std::cout << "note: cuDNN does not run head_dim " << p.head_dim << " here: " << e.what() << "\n";
+      continue;
+    }
     expect_flash_bounds(cudnn, reference_kernel(p, o),
                         attention_float64(p, widened(o.q), widened(o.k), widened(o.v)), o.max_v,
                         "cudnn sdpa " + attention_case_name(::testing::TestParamInfo<AttentionCase>(c, 0)));
