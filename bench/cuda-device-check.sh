@@ -45,8 +45,9 @@
 # summary.json.
 # Bounded to CUDA_CHECK_SECONDS (default 450) in all; every step has its own
 # timeout, cut to what is left (the forward's also leave 80 s to step 8's
-# two benchmarks, whose records come out case by case). Exit: 0 everything passed, 1 a step failed,
-# 2 a CUDA_CHECK_STEPS it does not know, 3 no usable GPU (after the build).
+# two benchmarks, whose records come out case by case). Exit: 0 everything
+# passed, 1 a step failed, 2 a CUDA_CHECK_STEPS it does not know, 3 no usable
+# GPU (after the build).
 # A rerun after a fix, on a fresh GPU machine with a few minutes left, can
 # run the build and only some of the steps after it: CUDA_CHECK_STEPS=tests
 # (say) instead of all of 5-11; the summary runs on what they wrote. Without
