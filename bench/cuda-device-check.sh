@@ -403,7 +403,7 @@ after_build() {  # out, bench_cuda
 [[ "${BASH_SOURCE[0]}" != "$0" ]] && return 0
 case "${1:-}" in
   --prepare) prepare; exit $? ;;
-  -h | --help) sed -n '2,60p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,/^# The steps/p' "$0" | sed '$d'; exit 0 ;;  # the header above, to its usage and env
 esac
 check_steps || exit 2
 out="${1:-$root/bench/results/cuda-device}"
