@@ -2,8 +2,9 @@
 // CPU build of the CUDA kernels: device memory is host memory, 256-byte
 // aligned as cudaMalloc's, and every allocation is registered, so that copies
 // and kernel launches can refuse a pointer that is not device memory (on a
-// GPU it would fault; here it would silently work). Streams run in order at
-// once: every operation is complete when it returns.
+// GPU it would fault; here it would silently work), and filled with ones
+// (DeviceBuffer's constructor says why). Streams run in order at once: every
+// operation is complete when it returns.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -23,6 +24,8 @@ namespace {
 // What device_memory() reports: an H200's 140 GiB would let the memory
 // estimates pass everything, and the tests that fill memory would allocate it.
 constexpr std::size_t kTotalBytes = std::size_t(16) << 30;
+
+constexpr std::size_t kPoisonedBytes = std::size_t(1) << 30;
 
 std::mutex g_mutex;
 std::map<const unsigned char*, std::size_t> g_allocations;  // start → bytes
@@ -109,6 +112,12 @@ DeviceBuffer::DeviceBuffer(std::size_t bytes) {
     throw Error("cuda", "cudaMalloc(" + format_bytes(bytes) + "): cudaErrorMemoryAllocation: out of memory");
   data_ = ::operator new(bytes, std::align_val_t(256));
   bytes_ = bytes;
+  // cudaMalloc's memory holds whatever was there; fresh heap pages are
+  // zeros, which would hide a kernel that reads what nothing wrote. All ones
+  // is NaN as float32, BF16 and E4M3 alike, so such a read shows in outputs.
+  // (Above kPoisonedBytes the pages stay untouched: filling would commit
+  // them all; no test here allocates more than 64 MiB.)
+  if (bytes <= kPoisonedBytes) std::memset(data_, 0xFF, bytes);
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_allocations[static_cast<const unsigned char*>(data_)] = bytes;
