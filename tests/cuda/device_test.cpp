@@ -150,5 +150,22 @@ TEST_F(CudaDeviceOnGpu, SeededFillsAreReproducibleAndFinite) {
   }
 }
 
+// The emulated device's own rules (tests/cuda/on_cpu/device_on_cpu.cpp),
+// where a GPU's behaviour is undefined or arbitrary: new memory reads as NaN
+// (all ones), not the zeros of fresh heap pages, and a copy between
+// overlapping ranges is refused, not done as memmove would.
+TEST(CudaEmulatedDevice, NewMemoryIsNanAndOverlappingCopiesAreRefused) {
+  if (!contains(cuda::build_info(), "SIMT emulator")) GTEST_SKIP() << "the emulated device's rules (a GPU's differ)";
+  cuda::DeviceBuffer buffer(64);
+  std::vector<unsigned char> bytes(64, 0);
+  buffer.download(bytes.data(), bytes.size());
+  EXPECT_EQ(bytes, std::vector<unsigned char>(64, 0xFF));
+  auto* base = buffer.as<unsigned char>();
+  EXPECT_EQ(error_of([&] { cuda::copy_device(base + 8, base, 16, nullptr); }),
+            "[cuda] cudaMemcpyAsync(device to device): destination and source overlap (16 bytes, 8 apart)");
+  EXPECT_TRUE(contains(error_of([&] { cuda::copy_device(base, base + 15, 16, nullptr); }), "overlap"));
+  EXPECT_EQ(error_of([&] { cuda::copy_device(base + 32, base, 16, nullptr); }), "");  // touching is fine
+}
+
 }  // namespace
 }  // namespace stepmix::test

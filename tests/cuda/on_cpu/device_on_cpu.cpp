@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <string>
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_device.hpp"
@@ -173,7 +174,13 @@ void fill_zero(void* device, std::size_t bytes, StreamHandle) {
 void copy_device(void* destination, const void* source, std::size_t bytes, StreamHandle) {
   require_device_pointer(destination, bytes, "cudaMemcpyAsync(device to device) destination");
   require_device_pointer(source, bytes, "cudaMemcpyAsync(device to device) source");
-  if (bytes) std::memmove(destination, source, bytes);
+  // A GPU's copy of overlapping ranges is undefined; memmove would hide one.
+  const auto* d = static_cast<const unsigned char*>(destination);
+  const auto* s = static_cast<const unsigned char*>(source);
+  if (bytes && d < s + bytes && s < d + bytes)
+    throw Error("cuda", "cudaMemcpyAsync(device to device): destination and source overlap (" +
+                            std::to_string(bytes) + " bytes, " + std::to_string(d - s) + " apart)");
+  if (bytes) std::memcpy(destination, source, bytes);
 }
 
 void copy_to_device(void* device, const void* host, std::size_t bytes, StreamHandle) {
