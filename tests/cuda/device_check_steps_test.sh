@@ -7,8 +7,8 @@
 # not know, or a list that names none, is refused with exit 2 before anything
 # runs or is written; under a tight budget the forward's steps leave the
 # kernel benchmarks their time. Only which steps ran (and, there, their
-# timeouts) is looked at: the stand-ins make
-# the others fail, as they would without a GPU.
+# timeouts) is looked at: the stand-ins make the others fail, as they would
+# without a GPU.
 # $1 = bench/
 set -u
 script="$1/cuda-device-check.sh"
@@ -79,8 +79,9 @@ ran kernels "bench_cuda" "PyTorch peer" "summary" "compute-sanitizer (memcheck, 
 grep -q "^cuDNN attention step not selected: attention_bf16's choice is STEPMIX_CUDA_ATTENTION=flash$" \
   "$tmp/kernels.log" || fail "kernels: the attention choice"$'\n'"$(cat "$tmp/kernels.log")"
 
-# A tight budget: the forward's steps leave the kernel benchmarks 80 s (and
-# the summary its 15 s), which still get their own caps when the forward is quick.
+# A tight budget: the forward's steps leave 80 s to the kernel benchmarks
+# (beside the summary's 15 s), which still get their own 90 s caps when the
+# forward is quick.
 mkdir -p "$tmp/tight"
 (
   unset CUDA_CHECK_STEPS STEPMIX_CUDA_ATTENTION
