@@ -277,6 +277,20 @@ sanitizer_step() {  # out
     "$((left - 10))" || echo "compute-sanitizer step reported errors or failed (optional: not counted; see ctest.log)"
 }
 
+# Optional, when at least 60 s are left: bench/cuda_vae_check.sh, the VAE
+# decode at 720p against its PyTorch peer; a failure or timeout is reported,
+# not counted.
+vae_step() {
+  if ((deadline - SECONDS < 60)); then
+    echo
+    echo "######## VAE decode (stepmix and PyTorch): not run ($((deadline - SECONDS)) s left; it is optional)"
+    return 0
+  fi
+  step 120 "VAE decode (stepmix and PyTorch)" env PYTHONUNBUFFERED=1 \
+    CUDA_CHECK_PEER_LD_LIBRARY_PATH="$system_ld_library_path" bash "$here/cuda_vae_check.sh" "$build" ||
+    echo "VAE decode step failed (optional: not counted)"
+}
+
 configure_args=()
 configure_arguments() {
   # Video (FFmpeg) where the machine has it: nothing here writes MP4, and its
@@ -378,17 +392,7 @@ after_build() {  # out, bench_cuda
     status=1
   # The diagnosis comes before the VAE timing when a CUDA test failed.
   ((tests_failed)) && wanted sanitizer && sanitizer_step "$out"
-  if ! wanted vae; then
-    :
-  elif ((deadline - SECONDS >= 60)); then
-    # Optional: a failure or timeout here is reported, not counted.
-    step 120 "VAE decode (stepmix and PyTorch)" env PYTHONUNBUFFERED=1 \
-      CUDA_CHECK_PEER_LD_LIBRARY_PATH="$system_ld_library_path" bash "$here/cuda_vae_check.sh" "$build" ||
-      echo "VAE decode step failed (optional: not counted)"
-  else
-    echo
-    echo "######## VAE decode (stepmix and PyTorch): not run ($((deadline - SECONDS)) s left; it is optional)"
-  fi
+  wanted vae && vae_step
   ((tests_failed)) || ! wanted sanitizer || sanitizer_step "$out"
   # A spot check of an optional case (cuDNN's attention) is reported, not counted.
   grep '"pass": false' "$out/stepmix.jsonl" 2>/dev/null | grep -qv '"optional": true' &&

@@ -387,8 +387,7 @@ def forward_profile_section(records, impl, lines, summary):
         totals = plain = ""
         for mode in modes:
             r = by_mode.get(mode)
-            unprofiled = pick([r for r in records if r.get("impl") == impl], bench="forward", mode=mode,
-                              tokens=tokens, layers=layers)
+            unprofiled = pick(records, impl=impl, bench="forward", mode=mode, tokens=tokens, layers=layers)
             totals += "  %9.2f %11s" % (r["ms"], "") if r else "%23s" % "-"
             plain += "  %9.2f %11s" % (unprofiled["ms"], "") if unprofiled and "ms" in unprofiled else "%23s" % "-"
             if r:
