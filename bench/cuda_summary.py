@@ -95,12 +95,12 @@ def best_ceiling(summary, what):
     return max([v for v in summary["ceilings"].get(what, {}).values() if v is not None], default=None)
 
 
-def w8a8_attention_engines(ours, tokens):
-    """The engines the W8A8 forwards at `tokens` ran their generation-stream
-    attention on (bench_cuda_forward's "attention"; a record without one
-    predates the choice: the flash kernel)."""
-    return {r.get("attention", "flash") for r in ours if r.get("bench") == "forward" and r.get("mode") == "w8a8"
-            and r.get("tokens") == tokens and "ms" in r}
+def attention_engines(ours, **match):
+    """The engines stepmix's timed forwards (those whose fields equal `match`)
+    ran their generation-stream attention on (bench_cuda_forward's
+    "attention"; a record without one predates the choice: the flash kernel)."""
+    return {r.get("attention", "flash") for r in ours if r.get("bench") == "forward" and "ms" in r
+            and all(r.get(k) == v for k, v in match.items())}
 
 
 def at_layers(fit, layers):
@@ -164,9 +164,8 @@ def forward_section(ours, peer, lines, summary):
                 fmt(s36, 6, 0), fmt(t_last["ms"] if t_last else None, 14, 1),
                 fmt(t_fit[1] if t_fit else None, 10, 2), fmt(t36, 6, 0), fmt(ratio(t36, s36), 8, 2)))
     lines.extend(fit_notes)
-    # The engine of each layer's generation-stream attention (bench_cuda_forward
-    # records it; a record without one predates the choice: the flash kernel).
-    engines = sorted({r.get("attention", "flash") for r in ours if r.get("bench") == "forward" and "ms" in r})
+    # The engine of each layer's generation-stream attention.
+    engines = sorted(attention_engines(ours))
     if engines:
         lines.append("  generation-stream attention in these forwards: %s (attention_bf16's choice, "
                      "STEPMIX_CUDA_ATTENTION)" % ", ".join(engines))
@@ -268,7 +267,7 @@ def estimate_breakdown(ours, peer, tokens, mixed_ms, torch_s, summary, lines, se
     leave for the estimate to meet its goal. The step policy quantizes
     Linears only (the attention is bf16 at every step), so when the estimate
     misses the goal these are the figures that say what bounds it."""
-    engines = w8a8_attention_engines(ours, tokens)
+    engines = attention_engines(ours, mode="w8a8", tokens=tokens)
     if len(engines) != 1 or next(iter(engines)) not in ENGINE_VARIANT:
         return
     engine = next(iter(engines))
@@ -314,7 +313,7 @@ def cudnn_attention_estimate(ours, tokens, s8, mixed_ms, torch_dense, lines, sec
     forward ran the flash kernel (attention_bf16 prefers cuDNN's where it
     can: then the forward itself measured it).
     """
-    if w8a8_attention_engines(ours, tokens) - {"flash"}:
+    if attention_engines(ours, mode="w8a8", tokens=tokens) - {"flash"}:
         return  # the forward measured cuDNN's attention (or not the flash kernel's): nothing to derive
     flash = pick(ours, bench="attention", variant=ENGINE_VARIANT["flash"], causal=False)
     cudnn = pick(ours, bench="attention", variant=ENGINE_VARIANT["cudnn"], causal=False)
