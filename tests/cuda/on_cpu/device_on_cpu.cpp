@@ -179,7 +179,7 @@ void copy_device(void* destination, const void* source, std::size_t bytes, Strea
   const auto* s = static_cast<const unsigned char*>(source);
   if (bytes && d < s + bytes && s < d + bytes)
     throw Error("cuda", "cudaMemcpyAsync(device to device): destination and source overlap (" +
-                            std::to_string(bytes) + " bytes, " + std::to_string(d - s) + " apart)");
+                            std::to_string(bytes) + " bytes, " + std::to_string(d > s ? d - s : s - d) + " apart)");
   if (bytes) std::memcpy(destination, source, bytes);
 }
 
